@@ -1,0 +1,3 @@
+from nas.search.cli import main
+
+main()

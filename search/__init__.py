@@ -1,0 +1,1 @@
+"""The search engine and CLI: space, model builder, measurement, trial, study driver."""

@@ -1,0 +1,196 @@
+"""The `nas` command line (Typer). TensorFlow is imported only by commands that need it."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .errors import NasError, SearchInterrupted
+
+app = typer.Typer(
+    name="nas",
+    help="Hardware-aware neural architecture search for TensorFlow/Keras.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+for _console in (out, err):
+    # Logs and pipes get Rich's 80 columns by default, which wraps every table row.
+    if not _console.is_terminal:
+        _console.width = 160
+
+StorageOpt = Annotated[
+    str | None,
+    typer.Option("--storage", help="Database URL (default: $NAS_STORAGE or sqlite:///nas.db)."),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show TensorFlow's logs and full tracebacks.")]
+
+
+class Sampler(StrEnum):
+    tpe = "tpe"
+    nsga2 = "nsga2"
+    gp = "gp"
+    random = "random"
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+@app.command()
+def search(
+    space: Annotated[str, typer.Argument(help="Space file, or a preset name (mobilenet, tiny).")],
+    study: Annotated[str | None, typer.Option(help="Study name (default: the space's name).")] = None,
+    storage: StorageOpt = None,
+    trials: Annotated[
+        int | None, typer.Option(min=1, help="Total budget of finished trials (default: the space's).")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
+    sampler: Annotated[Sampler | None, typer.Option(help="Sampler (default: the space's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed (default: the space's).")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Search SPACE; running it again resumes the study and runs only what is missing."""
+    from nas.storage import resolve_storage_url
+
+    from . import quiet
+    from .space import load_space
+
+    quiet.set_debug(debug)
+    spec = load_space(space)
+    url = resolve_storage_url(storage)
+    quiet.import_tensorflow()
+
+    from .display import LiveSearchView
+    from .driver import SearchOptions, run_search
+    from .pareto import pareto_records
+
+    options = SearchOptions(
+        storage=url,
+        study_name=study or spec.name,
+        trials=trials or spec.spec.search.trials,
+        sampler=(sampler.value if sampler else spec.spec.search.sampler),
+        seed=spec.spec.search.seed if seed is None else seed,
+        timeout=timeout,
+    )
+    objectives = list(spec.spec.objectives)
+    outcome = run_search(spec, options, LiveSearchView(err, objectives))
+    records = pareto_records(outcome.study)
+    if records:
+        title = f"Pareto front of '{options.study_name}' ({outcome.finished} finished trials, {url.masked})"
+        show_pareto(records, objectives, title)
+    if outcome.stopped_by == "failures":
+        raise NasError(
+            f"stopped after {options.max_consecutive_failures} failed trials in a row; "
+            "see fail_reason of the last trials (`nas pareto` / `optuna trials`) or run with --debug"
+        )
+    if outcome.stopped_by == "timeout":
+        err.print(
+            f"Timeout reached: {outcome.finished} of {outcome.budget} trials finished; run again to continue."
+        )
+
+
+@app.command()
+def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
+    """List the studies in the storage with their progress."""
+    from nas.storage import open_storage, resolve_storage_url
+    from rich.table import Table
+
+    from . import quiet
+    from .status import study_summaries
+
+    quiet.set_debug(debug)
+    url = resolve_storage_url(storage)
+    rows = study_summaries(open_storage(url, create=False))
+    if not rows:
+        out.print(f"No studies in {url.masked}.")
+        return
+    table = Table(title=f"Studies in {url.masked}", title_justify="left")
+    for column in ("study", "finished", "budget", "running", "failed", "queued", "pareto", "best accuracy"):
+        table.add_column(column, justify="left" if column == "study" else "right")
+    for r in rows:
+        best = r["best_accuracy"]
+        table.add_row(
+            r["study"],
+            str(r["finished"]),
+            str(r["budget"] or "-"),
+            str(r["running"]),
+            str(r["failed"]),
+            str(r["queued"]),
+            str(r["pareto"]),
+            "-" if best is None else f"{best:.4f}",
+        )
+    out.print(table)
+
+
+@app.command()
+def pareto(
+    study: Annotated[str, typer.Argument(help="Study name.")],
+    storage: StorageOpt = None,
+    format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    debug: DebugOpt = False,
+) -> None:
+    """Print the Pareto front of STUDY: objectives, params, FLOPs and parameters."""
+    from nas.storage import open_storage, resolve_storage_url
+
+    from . import quiet
+    from .pareto import objective_names, pareto_records, to_csv, to_json
+    from .status import load_existing_study
+
+    quiet.set_debug(debug)
+    url = resolve_storage_url(storage)
+    loaded = load_existing_study(open_storage(url, create=False), study, url)
+    records = pareto_records(loaded)
+    if format == Format.json:
+        print(to_json(records))
+    elif format == Format.csv:
+        sys.stdout.write(to_csv(records))
+    elif not records:
+        out.print(f"Study '{study}' has no finished trials yet.")
+    else:
+        show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})")
+
+
+def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str) -> None:
+    from .display import parameter_lines, pareto_table
+
+    out.print(pareto_table(records, objectives, title))
+    out.print("Parameters:", highlight=False)
+    for line in parameter_lines(records):
+        out.print("  " + line, highlight=False)
+
+
+def main() -> None:
+    """Entry point: one-line errors with exit status 2 for bad input, tracebacks only with --debug."""
+    args = sys.argv[1:] or ["--help"]
+    debug = "--debug" in args
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=args, prog_name="nas", standalone_mode=False)
+    except NasError as exc:
+        if debug:
+            err.print_exception()
+        err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: unknown option, bad value...
+        err.print(f"Error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        err.print("Interrupted.")
+        sys.exit(130)
+    except SearchInterrupted as exc:
+        err.print(f"Interrupted: {exc} Run the same command again to resume.")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        sys.exit(130)

@@ -1,0 +1,46 @@
+"""Read-only views of the storage for `nas status` and `nas pareto`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import optuna
+from nas.storage import StorageURL
+from optuna.trial import TrialState
+
+from .errors import NasError
+
+
+def load_existing_study(storage: optuna.storages.BaseStorage, name: str, url: StorageURL) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        known = f"studies there: {', '.join(names)}" if names else "it holds no studies"
+        raise NasError(f"study '{name}' not found in {url.masked} ({known})") from None
+
+
+def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        trials = study.get_trials(deepcopy=False)
+        states = Counter(t.state for t in trials)
+        names = study.metric_names or []
+        accuracy = names.index("accuracy") if "accuracy" in names else None
+        done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+        best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
+        rows.append(
+            {
+                "study": summary.study_name,
+                "finished": states[TrialState.COMPLETE],
+                "budget": study.user_attrs.get("budget"),
+                "running": states[TrialState.RUNNING],
+                "failed": states[TrialState.FAIL],
+                "queued": states[TrialState.WAITING],
+                "pareto": len(study.best_trials) if done else 0,
+                "best_accuracy": best,
+            }
+        )
+    return rows

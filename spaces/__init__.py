@@ -1,0 +1,1 @@
+"""Search-space presets shipped with nas; `nas search NAME` finds them from any folder."""

@@ -1,0 +1,76 @@
+"""Open the Optuna RDB storage with engine settings that survive concurrent workers."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import optuna
+import sqlalchemy.exc
+from nas.search.errors import NasError
+
+from .urls import StorageURL
+
+# A worker records a heartbeat for its running trial this often (seconds); a RUNNING trial
+# whose heartbeat is older than the grace period belongs to a dead worker.
+HEARTBEAT_INTERVAL_S = 10
+GRACE_PERIOD_S = 60
+# SQLite busy timeout: writers wait for each other instead of failing "database is locked".
+SQLITE_BUSY_TIMEOUT_S = 60
+
+
+def _engine_kwargs(url: StorageURL) -> dict[str, Any]:
+    if url.is_sqlite:
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    # Servers drop idle connections (and restart); check each one before use and recycle
+    # them well before typical idle timeouts.
+    return {"pool_pre_ping": True, "pool_recycle": 300}
+
+
+def _prepare_sqlite(url: StorageURL, create: bool) -> None:
+    path = url.sqlite_path
+    if path is None:
+        return
+    if not path.exists():
+        if not create:
+            raise NasError(
+                f"no database at {path} (run `nas search` first, or pass --storage / set NAS_STORAGE)"
+            )
+        if not path.parent.exists():
+            raise NasError(f"storage '{url}': folder {path.parent} does not exist")
+    try:
+        with sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S) as con:
+            # WAL lets readers (nas status, dashboards) run beside a writing search; the
+            # setting is stored in the file, so setting it once here covers every process.
+            con.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.DatabaseError as exc:
+        raise NasError(f"storage '{url}': cannot open {path} as a SQLite database ({exc})") from None
+
+
+def open_storage(
+    url: StorageURL,
+    *,
+    create: bool = True,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = GRACE_PERIOD_S,
+) -> optuna.storages.RDBStorage:
+    """Open (and with `create`, initialise) the storage; user-facing failures raise NasError.
+
+    Creating the schema here, once, before any worker starts avoids the race seen when
+    several processes open a new SQLite file at the same time.
+    """
+    if url.is_sqlite:
+        _prepare_sqlite(url, create)
+    try:
+        return optuna.storages.RDBStorage(
+            url.raw,
+            engine_kwargs=_engine_kwargs(url),
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
+            skip_table_creation=not create,
+        )
+    except (sqlalchemy.exc.SQLAlchemyError, RuntimeError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        if url.url.password:
+            reason = reason.replace(url.url.password, "***")
+        raise NasError(f"cannot open storage '{url}': {reason}") from None

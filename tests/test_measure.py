@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import optuna
+from nas.search import quiet
+
+quiet.import_tensorflow()
+
+from nas.search.device import describe_device  # noqa: E402
+from nas.search.measure import measure_throughput  # noqa: E402
+from nas.search.model import build_model  # noqa: E402
+from nas.search.space import load_space  # noqa: E402
+
+
+def _model():
+    space = load_space("tiny")
+    trial = optuna.create_study(directions=["maximize", "maximize"]).ask()
+    return build_model(space.sample(trial, num_classes=10, channels=1), seed=0)
+
+
+def test_throughput_is_positive_with_a_spread() -> None:
+    result = measure_throughput(_model(), 16, rounds=3, round_seconds=0.02)
+    assert result.images_per_s > 0
+    assert len(result.rounds) in (3, 6)  # 6 when the first attempt was too noisy
+    assert all(r > 0 for r in result.rounds)
+    assert min(result.rounds) <= result.images_per_s <= max(result.rounds)
+    assert result.spread >= 0
+    assert result.trustworthy == (result.spread <= 0.10)
+    assert result.warmup_calls >= 3
+    assert result.calls_per_round >= 1
+    assert result.batch_size == 16
+
+
+def test_device_description_names_the_cpu() -> None:
+    info = describe_device()
+    assert info["kind"] in ("cpu", "gpu")
+    assert info["tensorflow"].startswith("2.")
+    assert info["name"]
+    if info["kind"] == "cpu":
+        assert info["threads"] >= 1

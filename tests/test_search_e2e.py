@@ -1,0 +1,203 @@
+"""End to end through the real CLI: search, resume, crash recovery, interrupts, readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from .conftest import nas_env, run_nas, start_nas
+
+
+def _study(folder: Path, name: str = "tiny") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{folder / 'nas.db'}")
+
+
+def _states(study: optuna.Study) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+def _wait_for_running_trial(
+    folder: Path, process: subprocess.Popen[str], *, after: int, phase: str
+) -> optuna.trial.FrozenTrial:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        if (folder / "nas.db").exists():
+            try:
+                for t in _study(folder).get_trials(states=(TrialState.RUNNING,)):
+                    if t.number >= after and phase in t.user_attrs.get("durations", {}):
+                        return t
+            except (KeyError, optuna.exceptions.StorageInternalError):
+                pass
+        time.sleep(0.5)
+    raise AssertionError("no trial reached the phase in time")
+
+
+def test_search_stores_trials_attributes_and_metric_names(
+    finished_study: Path, finished_run: subprocess.CompletedProcess[str]
+) -> None:
+    study = _study(finished_study)
+    assert study.metric_names == ["accuracy", "throughput"]
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MAXIMIZE"]
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    for t in trials:
+        accuracy, throughput = t.values
+        assert 0.0 < accuracy <= 1.0
+        assert throughput > 0
+        attrs = t.user_attrs
+        assert attrs["params"] > 0 and attrs["flops"] > 0
+        assert len(attrs["history"]["val_accuracy"]) == 3  # tiny trains 3 epochs
+        assert attrs["history"]["val_accuracy"][-1] == accuracy
+        assert attrs["throughput"]["images_per_s"] == throughput
+        assert attrs["throughput_spread"] >= 0
+        assert attrs["device"]["kind"] == "cpu" and attrs["device"]["tensorflow"].startswith("2.")
+        assert set(attrs["durations"]) == {"build", "measure", "train", "total"}
+        assert attrs["worker"]["pid"] > 0
+        assert set(t.params) == {
+            "width_multiplier",
+            "stage0.kernel",
+            "stage0.expansion",
+            "stage0.se",
+            "stage1.depth",
+            "learning_rate",
+        }
+    assert study.user_attrs["budget"] == 3
+    assert study.user_attrs["dataset"]["train"] + study.user_attrs["dataset"]["validation"] == 400
+    assert "Pareto front of 'tiny'" in finished_run.stdout
+    assert "trial 2:" in finished_run.stderr
+    # No TensorFlow start-up noise reaches the terminal.
+    for noise in ("cuda", "oneDNN", "absl", "ExperimentalWarning", "cpu_feature_guard"):
+        assert noise not in finished_run.stderr + finished_run.stdout
+
+
+def test_rerun_reports_budget_complete(finished_study: Path) -> None:
+    result = run_nas("search", "tiny", "--trials", "3", cwd=finished_study)
+    assert result.returncode == 0, result.stderr
+    assert "Budget complete: 3 of 3 trials finished." in result.stderr
+    assert len(_study(finished_study).trials) == 3
+
+
+def test_resume_after_simulated_crash(finished_study: Path) -> None:
+    # A worker that asked for a trial, sampled it, recorded itself and died without a word.
+    crash = (
+        "import os, optuna\n"
+        "from nas.search.space import load_space\n"
+        "from nas.search.worker import WorkerIdentity\n"
+        "study = optuna.load_study(study_name='tiny', storage='sqlite:///nas.db')\n"
+        "trial = study.ask()\n"
+        "load_space('tiny').sample(trial, num_classes=10, channels=1)\n"
+        "trial.set_user_attr('worker', WorkerIdentity.current().to_attr())\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", crash], cwd=finished_study, env=nas_env(), check=False, timeout=120)
+    before = {t.number: t.values for t in _study(finished_study).get_trials(states=(TrialState.COMPLETE,))}
+    orphan = _study(finished_study).get_trials(states=(TrialState.RUNNING,))
+    assert len(orphan) == 1
+
+    result = run_nas("search", "tiny", "--trials", "4", cwd=finished_study)
+    assert result.returncode == 0, result.stderr
+    assert f"trial {orphan[0].number} was left running" in result.stderr
+
+    study = _study(finished_study)
+    failed = study.trials[orphan[0].number]
+    assert failed.state == TrialState.FAIL
+    assert "ended while the trial was running" in failed.user_attrs["fail_reason"]
+    retried = [t for t in study.trials if t.user_attrs.get("retry_of") == orphan[0].number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    assert retried[0].params == orphan[0].params
+    assert _states(study) == {"COMPLETE": 4, "FAIL": 1}
+    # No finished trial was lost or changed.
+    assert {n: v for n, v in ((t.number, t.values) for t in study.trials) if n in before} == before
+
+
+def test_kill_9_mid_trial_then_resume(finished_study: Path) -> None:
+    process = start_nas("search", "tiny", "--trials", "5", cwd=finished_study)
+    victim = _wait_for_running_trial(finished_study, process, after=4, phase="measure")
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert _study(finished_study).trials[victim.number].state == TrialState.RUNNING  # the zombie
+
+    result = run_nas("search", "tiny", "--trials", "5", cwd=finished_study)
+    assert result.returncode == 0, result.stderr
+    study = _study(finished_study)
+    killed = study.trials[victim.number]
+    assert killed.state == TrialState.FAIL
+    assert f"worker process {process.pid}" in killed.user_attrs["fail_reason"]
+    retried = [t for t in study.trials if t.user_attrs.get("retry_of") == victim.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    assert retried[0].params == victim.params
+    assert _states(study) == {"COMPLETE": 5, "FAIL": 1}
+
+
+def test_ctrl_c_fails_and_requeues_the_running_trial(finished_study: Path) -> None:
+    process = start_nas("search", "tiny", "--trials", "4", cwd=finished_study)
+    victim = _wait_for_running_trial(finished_study, process, after=3, phase="build")
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Run the same command again to resume" in stderr
+    study = _study(finished_study)
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    stopped = study.trials[victim.number]
+    assert stopped.state == TrialState.FAIL
+    assert stopped.user_attrs["fail_reason"].startswith("interrupted")
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == victim.number
+    assert _states(study)["COMPLETE"] == 3
+
+    result = run_nas("search", "tiny", "--trials", "4", cwd=finished_study)
+    assert result.returncode == 0, result.stderr
+    study = _study(finished_study)
+    assert _states(study) == {"COMPLETE": 4, "FAIL": 1}
+    assert study.trials[-1].params == victim.params
+
+
+def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
+    ours = run_nas("pareto", "tiny", "--format", "json", cwd=finished_study)
+    assert ours.returncode == 0, ours.stderr
+    records = json.loads(ours.stdout)
+    assert records and {"trial", "accuracy", "throughput", "params", "flops", "parameters"} <= set(records[0])
+    accuracies = [r["accuracy"] for r in records]
+    assert accuracies == sorted(accuracies, reverse=True)
+
+    optuna_cli = Path(sys.executable).with_name("optuna")
+    theirs = subprocess.run(
+        [
+            str(optuna_cli),
+            "best-trials",
+            "--study-name",
+            "tiny",
+            "--storage",
+            "sqlite:///nas.db",
+            "-f",
+            "json",
+        ],
+        cwd=finished_study,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert sorted(t["number"] for t in json.loads(theirs.stdout)) == sorted(r["trial"] for r in records)
+
+    csv_out = run_nas("pareto", "tiny", "--format", "csv", cwd=finished_study)
+    header, *rows = csv_out.stdout.strip().splitlines()
+    assert header.startswith("trial,accuracy,throughput,params,flops") and len(rows) == len(records)
+
+    table = run_nas("pareto", "tiny", cwd=finished_study)
+    assert "Pareto front of 'tiny'" in table.stdout and "img/s" in table.stdout
+
+    status = run_nas("status", cwd=finished_study)
+    assert status.returncode == 0 and "tiny" in status.stdout

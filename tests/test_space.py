@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from nas.search.errors import NasError
+from nas.search.space import load_space, preset_names, space_from_dict
+
+GOOD = """
+name: t
+model:
+  stages:
+    - {filters: 16, stride: 1, depth: 1, kernel: 3, expansion: 1}
+    - {filters: 24, stride: 2, depth: {int: [1, 3]}, kernel: {choice: [3, 5]}, se: {choice: [false, true]}}
+training:
+  learning_rate: {float: [0.0001, 0.1], log: true}
+"""
+
+
+def good() -> dict:
+    return yaml.safe_load(GOOD)
+
+
+def test_presets_load() -> None:
+    assert {"mobilenet", "tiny"} <= set(preset_names())
+    for name in preset_names():
+        space = load_space(name)
+        assert space.searchable(), name
+    assert (
+        load_space("spaces/mobilenet.yaml" if Path("spaces/mobilenet.yaml").exists() else "mobilenet").name
+        == "mobilenet"
+    )
+
+
+def test_parameters_and_distributions() -> None:
+    space = space_from_dict(good())
+    searchable = space.searchable()
+    assert set(searchable) == {"stage1.depth", "stage1.kernel", "stage1.se", "learning_rate"}
+    dists = space.distributions()
+    assert dists["stage1.depth"] == optuna.distributions.IntDistribution(1, 3)
+    assert dists["learning_rate"] == optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)
+    assert dists["stage1.kernel"] == optuna.distributions.CategoricalDistribution([3, 5])
+
+
+def test_sampled_parameters_alone_determine_the_candidate() -> None:
+    space = space_from_dict(good())
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    trial = study.ask()
+    sampled = space.sample(trial, num_classes=10, channels=1)
+    rebuilt = space.candidate(trial.params, num_classes=10, channels=1)
+    assert sampled == rebuilt
+    assert sampled.stages[0].depth == 1 and sampled.stages[1].stride == 2
+
+
+def test_fingerprint_ignores_name_and_search_section() -> None:
+    a, b = good(), good()
+    b["name"] = "other"
+    b["search"] = {"trials": 99, "sampler": "random"}
+    assert space_from_dict(a).fingerprint() == space_from_dict(b).fingerprint()
+    b["training"]["epochs"] = 9
+    assert space_from_dict(a).fingerprint() != space_from_dict(b).fingerprint()
+
+
+def _set(data: dict, path: str, value: object) -> dict:
+    *parents, last = path.split(".")
+    node: object = data
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})  # type: ignore[index]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value  # type: ignore[index]
+    return data
+
+
+BAD = [
+    ("model.stages.1.kernel", 4, "model.stages[1].kernel: 4 is not one of [3, 5, 7]"),
+    ("model.stages.1.kernel", {"choice": [3, 4]}, "model.stages[1].kernel: 4 is not one of [3, 5, 7]"),
+    (
+        "model.stages.0.depth",
+        {"int": [3, 1]},
+        "model.stages[0].depth: int range [3, 1]: low must be below high",
+    ),
+    ("model.stages.0.depth", {"float": [1.0, 2.0]}, "model.stages[0].depth: this parameter takes int values"),
+    ("model.stages.0.se", "yes", "model.stages[0].se: expected true or false, got 'yes'"),
+    (
+        "model.stages.0.colour",
+        "red",
+        "model.stages[0].colour: unknown key (allowed: filters, stride, depth, kernel, expansion, se)",
+    ),
+    (
+        "model.width_multiplier",
+        [0.5, 1.0],
+        "model.width_multiplier: a list is not a parameter; to search over it write {choice: [0.5, 1.0]}",
+    ),
+    (
+        "model.width_multiplier",
+        {"choice": [0.5], "log": True},
+        "model.width_multiplier: step and log apply to int and float ranges",
+    ),
+    ("model.stages.0.stride", 3, "model.stages[0].stride: 3: input should be 1 or 2"),
+    ("model.dropout", {"float": [0, 0.5], "log": True}, "model.dropout: a log range needs low > 0"),
+    (
+        "training.learning_rate",
+        {"float": [0, 0.1]},
+        "training.learning_rate: 0.0 is not between 1e-07 and 10",
+    ),
+    (
+        "training.optimizer",
+        "adagrad",
+        "training.optimizer: 'adagrad' is not one of ['adam', 'adamw', 'sgd', 'rmsprop']",
+    ),
+    (
+        "training.batch_size",
+        {"int": [16, 64], "step": 5},
+        "training.batch_size: int range [16, 64] is not a whole number of steps of 5",
+    ),
+    ("training.epochs", 0, "training.epochs: 0: input should be greater than or equal to 1"),
+    ("search.sampler", "cmaes", "search.sampler: 'cmaes': input should be 'tpe', 'nsga2', 'gp' or 'random'"),
+    (
+        "objectives.latency",
+        "minimize",
+        "objectives: unknown objective 'latency' (available: accuracy, throughput)",
+    ),
+    ("objectives.accuracy", "minimize", "objectives: objective 'accuracy' can only be maximized"),
+    ("dataset.validation_fraction", 1.5, "dataset.validation_fraction: 1.5: input should be less than 1"),
+    ("dataset.source", "imagenet", "dataset.source: 'imagenet': input should be 'digits'"),
+    ("name", "has space", "name: 'has space': string should match pattern"),
+    ("model.stages", [], "model.stages: List should have at least 1 item"),
+    (
+        "model.dropout",
+        {"float": [0.1, 0.5], "step": 0.1, "log": True},
+        "model.dropout: step and log cannot be combined",
+    ),
+    (
+        "model.stages.1.kernel",
+        {"choice": [3, 3]},
+        "model.stages[1].kernel: choice has repeated values: [3, 3]",
+    ),
+    ("model.stages.1.kernel", {"range": [3, 5]}, "model.stages[1].kernel: unknown key 'range'"),
+    ("extra_section", {"a": 1}, "extra_section: unknown key (allowed: name, dataset, model, training"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"), BAD, ids=[b[2].split(":")[0] + "-" + str(i) for i, b in enumerate(BAD)]
+)
+def test_bad_space_values_name_the_key(path: str, value: object, message: str) -> None:
+    data = _set(good(), path, value)
+    with pytest.raises(NasError) as info:
+        space_from_dict(data, "bad.yaml")
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith("bad.yaml: " + message), text
+
+
+def test_missing_required_keys() -> None:
+    with pytest.raises(NasError, match=r"^x.yaml: model: required key is missing$"):
+        space_from_dict({"name": "a"}, "x.yaml")
+    with pytest.raises(NasError, match=r"^x.yaml: a space file must be a mapping"):
+        space_from_dict([1, 2], "x.yaml")
+
+
+def test_yaml_syntax_and_missing_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: a\nmodel: {stages: [\n")
+    with pytest.raises(NasError, match=r"broken.yaml: line \d+: invalid YAML"):
+        load_space(str(broken))
+    with pytest.raises(
+        NasError,
+        match=r"space file nowhere.yaml not found \(and no preset of that name; presets: .*mobilenet",
+    ):
+        load_space("nowhere.yaml")
