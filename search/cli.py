@@ -113,7 +113,8 @@ def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
     if not rows:
         out.print(f"No studies in {url.masked}.")
         return
-    table = Table(title=f"Studies in {url.masked}", title_justify="left")
+    out.print(f"Studies in {url.masked}", highlight=False)
+    table = Table()
     for column in ("study", "finished", "budget", "running", "failed", "queued", "pareto", "best accuracy"):
         table.add_column(column, justify="left" if column == "study" else "right")
     for r in rows:
@@ -162,7 +163,8 @@ def pareto(
 def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str) -> None:
     from .display import parameter_lines, pareto_table
 
-    out.print(pareto_table(records, objectives, title))
+    out.print(title, highlight=False)
+    out.print(pareto_table(records, objectives))
     out.print("Parameters:", highlight=False)
     for line in parameter_lines(records):
         out.print("  " + line, highlight=False)

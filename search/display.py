@@ -98,8 +98,8 @@ class LiveSearchView(SearchEvents):
             self.live.stop()
 
 
-def pareto_table(records: list[dict[str, Any]], objectives: list[str], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
+    table = Table()
     table.add_column("trial", justify="right")
     for name in objectives:
         table.add_column(name, justify="right")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -21,6 +23,26 @@ training:
 
 def good() -> dict:
     return yaml.safe_load(GOOD)
+
+
+def test_examples_load() -> None:
+    examples = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        assert load_space(str(path)).searchable(), path
+
+
+def test_only_the_nas_package_is_installed(tmp_path: Path) -> None:
+    # From a folder outside the checkout, so only what is installed can be found.
+    probe = (
+        "import importlib.util as u; "
+        "print([n for n in ('nas.search', 'nas.storage', 'nas.spaces', 'search', 'storage', 'spaces') "
+        "if u.find_spec(n) is not None])"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "['nas.search', 'nas.storage', 'nas.spaces']"
 
 
 def test_presets_load() -> None:
@@ -147,13 +169,14 @@ BAD = [
 @pytest.mark.parametrize(
     ("path", "value", "message"), BAD, ids=[b[2].split(":")[0] + "-" + str(i) for i, b in enumerate(BAD)]
 )
-def test_bad_space_values_name_the_key(path: str, value: object, message: str) -> None:
-    data = _set(good(), path, value)
+def test_bad_space_files_name_the_key(tmp_path: Path, path: str, value: object, message: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_set(good(), path, value), sort_keys=False))
     with pytest.raises(NasError) as info:
-        space_from_dict(data, "bad.yaml")
+        load_space(str(bad))
     text = str(info.value)
     assert "\n" not in text
-    assert text.startswith("bad.yaml: " + message), text
+    assert text.startswith(f"{bad}: " + message), text
 
 
 def test_missing_required_keys() -> None:
