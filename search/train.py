@@ -74,7 +74,7 @@ class _Steps:
             self.correct.assign_add(tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.int64)))
             self.count.assign_add(tf.cast(tf.shape(y)[0], tf.int64))
 
-        @tf.function(input_signature=signature, jit_compile=False)
+        @tf.function(input_signature=signature, jit_compile=False)  # type: ignore[untyped-decorator]
         def train_step(x: Any, y: Any) -> None:
             with tf.GradientTape() as tape:
                 probs = model(x, training=True)
@@ -85,7 +85,7 @@ class _Steps:
             optimizer.apply(tape.gradient(loss, variables), variables)
             tally(y, probs, loss_sum)
 
-        @tf.function(input_signature=signature, jit_compile=False)
+        @tf.function(input_signature=signature, jit_compile=False)  # type: ignore[untyped-decorator]
         def eval_step(x: Any, y: Any) -> None:
             probs = model(x, training=False)
             tally(y, probs, loss_fn(y, probs))
