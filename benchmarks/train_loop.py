@@ -21,6 +21,7 @@ quiet.import_tensorflow()
 
 import keras  # noqa: E402
 import optuna  # noqa: E402
+
 from nas.search.data import load_dataset, pipeline  # noqa: E402
 from nas.search.model import build_model  # noqa: E402
 from nas.search.space import load_space  # noqa: E402

@@ -56,6 +56,10 @@ def search(
     timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
     sampler: Annotated[Sampler | None, typer.Option(help="Sampler (default: the space's).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampler seed (default: the space's).")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse earlier measurements of the same network on this device.")] = True,
+    screening: Annotated[
+        bool, typer.Option(help="Reject candidates that break a constraint before training them.")
+    ] = True,
     debug: DebugOpt = False,
 ) -> None:
     """Search SPACE; running it again resumes the study and runs only what is missing."""
@@ -80,6 +84,8 @@ def search(
         sampler=(sampler.value if sampler else spec.spec.search.sampler),
         seed=spec.spec.search.seed if seed is None else seed,
         timeout=timeout,
+        cache=cache,
+        screening=screening,
     )
     objectives = list(spec.spec.objectives)
     outcome = run_search(spec, options, LiveSearchView(err, objectives))
@@ -93,29 +99,47 @@ def search(
             "see fail_reason of the last trials (`nas pareto` / `optuna trials`) or run with --debug"
         )
     if outcome.stopped_by == "timeout":
-        err.print(
-            f"Timeout reached: {outcome.finished} of {outcome.budget} trials finished; run again to continue."
-        )
+        err.print(f"Timeout reached: {outcome.finished} of {outcome.budget} trials finished; run again to continue.")
 
 
 @app.command()
 def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
     """List the studies in the storage with their progress."""
-    from nas.storage import open_storage, resolve_storage_url
     from rich.table import Table
 
+    from nas.storage import open_storage, resolve_storage_url
+
     from . import quiet
-    from .status import study_summaries
+    from .status import cache_summary, study_summaries
 
     quiet.set_debug(debug)
     url = resolve_storage_url(storage)
-    rows = study_summaries(open_storage(url, create=False))
+    opened = open_storage(url, create=False)
+    rows = study_summaries(opened)
+    cache = cache_summary(opened)
+    if cache is not None:
+        out.print(
+            f"Measurement cache: {cache.entries} measurements, {cache.hits} hits "
+            f"({cache.seconds_saved:.1f} s of measuring saved)",
+            highlight=False,
+        )
     if not rows:
         out.print(f"No studies in {url.masked}.")
         return
     out.print(f"Studies in {url.masked}", highlight=False)
     table = Table()
-    for column in ("study", "finished", "budget", "running", "failed", "queued", "pareto", "best accuracy"):
+    columns = (
+        "study",
+        "finished",
+        "budget",
+        "running",
+        "failed",
+        "screened",
+        "queued",
+        "pareto",
+        "best accuracy",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "study" else "right")
     for r in rows:
         best = r["best_accuracy"]
@@ -125,6 +149,7 @@ def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
             str(r["budget"] or "-"),
             str(r["running"]),
             str(r["failed"]),
+            str(r["screened"]),
             str(r["queued"]),
             str(r["pareto"]),
             "-" if best is None else f"{best:.4f}",

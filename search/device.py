@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 from functools import cache
@@ -51,3 +53,61 @@ def device_label(info: dict[str, Any]) -> str:
     if info.get("kind") == "gpu":
         return f"GPU {info.get('name')}"
     return f"CPU {info.get('name')} ({info.get('threads')} threads)"
+
+
+def device_key(info: dict[str, Any], *, precision: str, xla: bool) -> str:
+    """A stable key of what a figure depends on: the device, the software stack, the policy.
+
+    The host name is left out on purpose: the same device model with the same stack gives
+    the same figures on another machine of a fleet.
+    """
+    fields = {k: info.get(k) for k in ("kind", "name", "compute_capability", "threads", "tensorflow", "cuda", "cudnn")}
+    fields.update(precision=precision, xla=xla)
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def lock_name(info: dict[str, Any]) -> str:
+    """One lock per physical device: the CPU is shared by every process of the machine."""
+    if info.get("kind") != "gpu":
+        return "cpu"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    return f"gpu{visible}"
+
+
+def unsupported_precisions(info: dict[str, Any]) -> dict[str, str]:
+    """Precision policies this device cannot run well, with the reason."""
+    if info.get("kind") != "gpu":
+        return {"mixed_float16": "float16 on a CPU is emulated and slower than float32"}
+    out: dict[str, str] = {}
+    capability = info.get("compute_capability") or (0, 0)
+    if tuple(capability) < (7, 0):
+        out["mixed_float16"] = f"GPU compute capability {capability} has no float16 tensor cores"
+    if tuple(capability) < (8, 0):
+        out["mixed_bfloat16"] = f"GPU compute capability {capability} has no bfloat16 support (needs Ampere)"
+    return out
+
+
+# Dense peak FLOP/s from the vendors' data sheets (no sparsity): float32 and 16-bit tensor-core.
+_GPU_PEAKS: dict[str, tuple[float, float]] = {
+    "H200": (67e12, 989e12),
+    "H100": (67e12, 989e12),
+    "A100": (19.5e12, 312e12),
+    "L40S": (91.6e12, 362e12),
+    "L4": (30.3e12, 121e12),
+    "A10": (31.2e12, 125e12),
+    "V100": (15.7e12, 125e12),
+    "T4": (8.1e12, 65e12),
+    "RTX 4090": (82.6e12, 165e12),
+    "RTX 3090": (35.6e12, 71e12),
+}
+
+
+def gpu_peak_flops(info: dict[str, Any], precision: str) -> float | None:
+    if info.get("kind") != "gpu":
+        return None
+    name = str(info.get("name", ""))
+    for model in sorted(_GPU_PEAKS, key=len, reverse=True):  # "L40S" before "L4"
+        if model in name:
+            fp32, fp16 = _GPU_PEAKS[model]
+            return fp32 if precision == "float32" else fp16
+    return None

@@ -43,9 +43,7 @@ class LiveSearchView(SearchEvents):
         )
         self.status = Text("")
         self.task = self.progress.add_task("search", total=1)
-        self.live = Live(
-            Group(self.progress, self.status), console=console, refresh_per_second=4, transient=False
-        )
+        self.live = Live(Group(self.progress, self.status), console=console, refresh_per_second=4, transient=False)
         self.current: int | None = None
         self.pareto = 0
         self.trial_started_at = 0.0
@@ -79,7 +77,11 @@ class LiveSearchView(SearchEvents):
         self.pareto = pareto_size
         self.progress.update(self.task, completed=finished)
         seconds = time.monotonic() - self.trial_started_at
-        if trial.state == TrialState.COMPLETE:
+        screened = trial.user_attrs.get("screened")
+        if trial.state == TrialState.COMPLETE and screened:
+            broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in trial.constraints.items() if v > 0)
+            self.console.print(f"trial {trial.number}: screened out before training ({broken}) ({seconds:.1f} s)")
+        elif trial.state == TrialState.COMPLETE:
             figures = ", ".join(
                 f"{name} {format_objective(name, value)}"
                 for name, value in zip(self.objectives, trial.values or [], strict=False)
@@ -106,6 +108,9 @@ def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
     table.add_column("params", justify="right")
     table.add_column("FLOPs", justify="right")
     table.add_column("spread", justify="right")
+    table.add_column("latency p50/p95", justify="right")
+    table.add_column("FLOP/s", justify="right")
+    table.add_column("of peak", justify="right")
     for r in records:
         cells = [str(r["trial"])]
         cells += [format_objective(name, r.get(name)) for name in objectives]
@@ -113,6 +118,9 @@ def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
             f"{r['params']:,}" if r.get("params") is not None else "-",
             _si(r.get("flops")),
             f"{r['throughput_spread']:.1%}" if r.get("throughput_spread") is not None else "-",
+            f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-",
+            _si(r.get("flops_per_s")),
+            f"{r['peak_fraction']:.1%}" if r.get("peak_fraction") is not None else "-",
         ]
         table.add_row(*cells)
     return table
@@ -121,8 +129,7 @@ def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
 def parameter_lines(records: list[dict[str, Any]]) -> list[str]:
     """The sampled parameters of each record, one line per trial (too wide for table cells)."""
     return [
-        f"trial {r['trial']}: " + ", ".join(f"{k}={_short(v)}" for k, v in r["parameters"].items())
-        for r in records
+        f"trial {r['trial']}: " + ", ".join(f"{k}={_short(v)}" for k, v in r["parameters"].items()) for r in records
     ]
 
 

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from nas.storage import StorageURL, open_storage
-from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 from optuna.trial import TrialState
 
 from nas import __version__
+from nas.storage import MeasurementCache, StorageURL, open_storage
+from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 
+from .device import device_label, unsupported_precisions
 from .errors import NasError, SearchInterrupted
 from .events import SearchEvents
+from .hardware import HardwareProfiler
 from .recovery import recover_orphans, requeue
 from .space import SearchSpace
 from .worker import Heartbeat, WorkerIdentity
@@ -35,6 +37,8 @@ class SearchOptions:
     seed: int
     timeout: float | None = None
     max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
+    cache: bool = True  # reuse measurements of the same network on the same device
+    screening: bool = True  # reject infeasible candidates before training
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,21 @@ def _no_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous[1])
 
 
+def restrict_to_device(space: SearchSpace, device: dict[str, Any], events: SearchEvents) -> SearchSpace:
+    """Drop the precision policies this device cannot run well from this worker's space."""
+    unsupported = unsupported_precisions(device)
+    param = space.spec.compute.precision
+    values = [param.value] if param.fixed else list(param.choices)
+    kept = [v for v in values if v not in unsupported]
+    if kept == values:
+        return space
+    dropped = "; ".join(f"{v} ({unsupported[v]})" for v in values if v in unsupported)
+    if not kept:
+        raise NasError(f"compute.precision: nothing this {device_label(device)} can run: {dropped}")
+    events.message(f"Warning: removed from this worker's space: {dropped}")
+    return space.with_precisions(kept)
+
+
 def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents) -> SearchOutcome:
     from .data import load_dataset
     from .trial import TrialRunner, describe_failure
@@ -138,7 +157,9 @@ def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents)
 
     data = load_dataset(space.spec.dataset)
     study.set_user_attr("dataset", data.summary())
-    runner = TrialRunner(space, data, seed=options.seed, on_phase=events.phase)
+    profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
+    space = restrict_to_device(space, profiler.device, events)
+    runner = TrialRunner(space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening)
     worker = WorkerIdentity.current()
     started = time.monotonic()
     ran = failed = consecutive_failures = 0
@@ -165,7 +186,7 @@ def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents)
                 events.trial_started(trial.number)
                 try:
                     with Heartbeat(storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
-                        values = runner.run(trial)
+                        outcome = runner.run(trial)
                 except KeyboardInterrupt:
                     with _no_interrupts():
                         trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
@@ -186,7 +207,7 @@ def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents)
                         stopped_by = "failures"
                         break
                     continue
-                frozen = study.tell(trial, values)
+                frozen = study.tell(trial, outcome.values)
                 ran += 1
                 consecutive_failures = 0
                 events.trial_finished(frozen, complete + 1, len(study.best_trials))

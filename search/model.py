@@ -69,9 +69,7 @@ def build_model(c: Candidate, *, seed: int | None = None) -> keras.Model:
         out_ch = make_divisible(stage.filters * c.width_multiplier)
         for b in range(stage.depth):
             stride = stage.stride if b == 0 else 1
-            x = _inverted_residual(
-                x, channels, out_ch, stage.expansion, stage.kernel, stride, stage.se, f"s{s}b{b}"
-            )
+            x = _inverted_residual(x, channels, out_ch, stage.expansion, stage.kernel, stride, stage.se, f"s{s}b{b}")
             channels = out_ch
     # Like MobileNetV2, the head is never made narrower than configured.
     head = max(c.head_filters, make_divisible(c.head_filters * c.width_multiplier))

@@ -19,10 +19,15 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     attrs = trial.user_attrs
     record: dict[str, Any] = {"trial": trial.number}
     record.update(zip(objective_names(study), trial.values or [], strict=False))
+    latency = (attrs.get("hardware") or {}).get("latency") or {}
     record.update(
         params=attrs.get("params"),
         flops=attrs.get("flops"),
         throughput_spread=attrs.get("throughput_spread"),
+        latency_p50_ms=latency.get("p50_ms"),
+        latency_p95_ms=latency.get("p95_ms"),
+        flops_per_s=attrs.get("flops_per_s"),
+        peak_fraction=attrs.get("peak_fraction"),
         device=(attrs.get("device") or {}).get("name"),
         train_seconds=(attrs.get("durations") or {}).get("train"),
         parameters=dict(trial.params),

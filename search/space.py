@@ -61,10 +61,33 @@ class TrainingSpec(_Spec):
 
 
 class MeasureSpec(_Spec):
-    batch_size: int = Field(64, ge=1, le=65536, description="inference batch size for throughput")
+    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        default_factory=lambda: [64],
+        min_length=1,
+        description="inference batch sizes; the first is the objective",
+    )
+    latency: bool = Field(True, description="also measure latency (ms, p50 and p95) at batch 1")
     rounds: int = Field(5, ge=3, le=100, description="timed rounds; the median is reported")
     round_seconds: float = Field(0.2, gt=0, le=60, description="target length of one timed round")
     max_spread: float = Field(0.10, gt=0, le=1, description="relative spread above which to re-measure")
+
+
+PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+class ComputeSpec(_Spec):
+    precision: Annotated[Param, _parsed("str", one_of(PRECISIONS))] = Param("str", value="float32")
+    xla: Annotated[Param, _parsed("bool")] = Param("bool", value=False)
+
+
+class ConstraintsSpec(_Spec):
+    """Limits a candidate must meet; static ones are checked before measuring, measured ones
+    before training."""
+
+    max_params: int | None = Field(None, ge=1)
+    max_flops: int | None = Field(None, ge=1)
+    max_latency_ms: float | None = Field(None, gt=0)
+    min_throughput: float | None = Field(None, gt=0)
 
 
 class SearchSpec(_Spec):
@@ -85,6 +108,8 @@ class SpaceSpec(_Spec):
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()
     objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(OBJECTIVES))
+    compute: ComputeSpec = ComputeSpec()
+    constraints: ConstraintsSpec = ConstraintsSpec()
     measure: MeasureSpec = MeasureSpec()
     search: SearchSpec = SearchSpec()
 
@@ -130,6 +155,8 @@ class Candidate:
     batch_size: int
     optimizer: str
     learning_rate: float
+    precision: str = "float32"
+    xla: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,6 +181,7 @@ class SearchSpace:
             for field in ("depth", "kernel", "expansion", "se"):
                 out[f"stage{i}.{field}"] = getattr(stage, field)
         out.update(batch_size=t.batch_size, optimizer=t.optimizer, learning_rate=t.learning_rate)
+        out.update(precision=self.spec.compute.precision, xla=self.spec.compute.xla)
         return out
 
     def searchable(self) -> dict[str, Param]:
@@ -205,7 +233,16 @@ class SearchSpace:
             batch_size=int(v["batch_size"]),
             optimizer=str(v["optimizer"]),
             learning_rate=float(v["learning_rate"]),
+            precision=str(v["precision"]),
+            xla=bool(v["xla"]),
         )
+
+    def with_precisions(self, allowed: list[str]) -> SearchSpace:
+        """This space with only `allowed` precision policies (for a device that cannot run
+        the others)."""
+        param = Param("str", value=allowed[0]) if len(allowed) == 1 else Param("str", choices=tuple(allowed))
+        compute = self.spec.compute.model_copy(update={"precision": param})
+        return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source)
 
     def size(self) -> float:
         total = 1.0
@@ -286,9 +323,7 @@ def _read(ref: str) -> tuple[str, str]:
     preset = resources.files("nas.spaces") / f"{ref}.yaml"
     if "/" not in ref and not ref.endswith((".yaml", ".yml")) and preset.is_file():
         return preset.read_text(encoding="utf-8"), f"preset {ref}"
-    raise NasError(
-        f"space file {ref} not found (and no preset of that name; presets: {', '.join(preset_names())})"
-    )
+    raise NasError(f"space file {ref} not found (and no preset of that name; presets: {', '.join(preset_names())})")
 
 
 def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:

@@ -6,8 +6,10 @@ from collections import Counter
 from typing import Any
 
 import optuna
-from nas.storage import StorageURL
+import sqlalchemy.exc
 from optuna.trial import TrialState
+
+from nas.storage import CacheStats, MeasurementCache, StorageURL
 
 from .errors import NasError
 
@@ -31,6 +33,7 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         accuracy = names.index("accuracy") if "accuracy" in names else None
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
+        screened = sum(1 for t in done if t.user_attrs.get("screened"))
         rows.append(
             {
                 "study": summary.study_name,
@@ -38,9 +41,18 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
                 "budget": study.user_attrs.get("budget"),
                 "running": states[TrialState.RUNNING],
                 "failed": states[TrialState.FAIL],
+                "screened": screened,
                 "queued": states[TrialState.WAITING],
                 "pareto": len(study.best_trials) if done else 0,
                 "best_accuracy": best,
             }
         )
     return rows
+
+
+def cache_summary(storage: optuna.storages.RDBStorage) -> CacheStats | None:
+    """Size and hits of the measurement cache; None for a database from before it existed."""
+    try:
+        return MeasurementCache(storage.engine).stats()
+    except sqlalchemy.exc.OperationalError:
+        return None

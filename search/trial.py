@@ -1,4 +1,5 @@
-"""One trial: build the sampled network, measure it on this device, train it, score it."""
+"""One trial: build the sampled network, check static constraints, measure it on this device,
+check measured constraints, train it, score it."""
 
 from __future__ import annotations
 
@@ -6,30 +7,81 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import keras
 import optuna
 
 from .data import Dataset
-from .device import describe_device
-from .measure import measure_throughput
+from .hardware import HardwareCost, HardwareProfiler
 from .model import build_model, count_flops
-from .space import SearchSpace
+from .space import ConstraintsSpec, SearchSpace
 from .train import train_and_evaluate
 
 PhaseCallback = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class TrialOutcome:
+    values: list[float]
+    screened: str | None = None  # "static" or "measured" when rejected before training
+
+
+def static_constraints(c: ConstraintsSpec, params: int, flops: int) -> dict[str, float]:
+    """Optuna's convention: a value <= 0 is satisfied. Relative excess, so limits of any
+    magnitude weigh alike in the sampler."""
+    out = {}
+    if c.max_params is not None:
+        out["max_params"] = params / c.max_params - 1.0
+    if c.max_flops is not None:
+        out["max_flops"] = flops / c.max_flops - 1.0
+    return out
+
+
+def measured_constraints(c: ConstraintsSpec, cost: HardwareCost) -> dict[str, float]:
+    out = {}
+    if c.max_latency_ms is not None and cost.latency is not None:
+        out["max_latency_ms"] = cost.latency.p95_ms / c.max_latency_ms - 1.0
+    if c.min_throughput is not None:
+        out["min_throughput"] = 1.0 - cost.primary.images_per_s / c.min_throughput
+    return out
+
+
+@contextmanager
+def precision_policy(name: str) -> Iterator[None]:
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 class TrialRunner:
     """Runs trials of one space on one dataset; objectives come back in the space's order."""
 
-    def __init__(self, space: SearchSpace, data: Dataset, *, seed: int, on_phase: PhaseCallback) -> None:
+    def __init__(
+        self,
+        space: SearchSpace,
+        data: Dataset,
+        profiler: HardwareProfiler,
+        *,
+        seed: int,
+        on_phase: PhaseCallback,
+        screening: bool = True,
+    ) -> None:
         self.space = space
         self.data = data
+        self.profiler = profiler
         self.seed = seed
         self.on_phase = on_phase
+        self.screening = screening
 
-    def run(self, trial: optuna.Trial) -> list[float]:
+    def _values(self, accuracy: float, cost: HardwareCost | None) -> list[float]:
+        figures = {"accuracy": accuracy, "throughput": cost.primary.images_per_s if cost else 0.0}
+        return [figures[name] for name in self.space.spec.objectives]
+
+    def run(self, trial: optuna.Trial) -> TrialOutcome:
         durations: dict[str, float] = {}
         started = time.perf_counter()
 
@@ -41,47 +93,59 @@ class TrialRunner:
                 yield
             finally:
                 durations[name] = round(time.perf_counter() - t0, 4)
+                durations["total"] = round(time.perf_counter() - started, 4)
                 trial.set_user_attr("durations", durations)
 
         spec = self.space.spec
         model: keras.Model | None = None
+        candidate = self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels)
         try:
-            with phase("build"):
-                candidate = self.space.sample(
-                    trial, num_classes=self.data.num_classes, channels=self.data.channels
-                )
-                model = build_model(candidate, seed=self.seed + trial.number)
-                trial.set_user_attr("params", int(model.count_params()))
-                trial.set_user_attr("flops", count_flops(model))
+            with precision_policy(candidate.precision):
+                with phase("build"):
+                    model = build_model(candidate, seed=self.seed + trial.number)
+                    params, flops = int(model.count_params()), count_flops(model)
+                    trial.set_user_attr("params", params)
+                    trial.set_user_attr("flops", flops)
+                    limits = static_constraints(spec.constraints, params, flops)
+                    for name, value in limits.items():
+                        trial.set_constraint(name, value)
+                if self.screening and any(v > 0 for v in limits.values()):
+                    trial.set_user_attr("screened", "static")
+                    return TrialOutcome(self._values(0.0, None), "static")
 
-            with phase("measure"):
-                m = spec.measure
-                tp = measure_throughput(
-                    model,
-                    m.batch_size,
-                    rounds=m.rounds,
-                    round_seconds=m.round_seconds,
-                    max_spread=m.max_spread,
-                )
-                trial.set_user_attr("device", describe_device())
-                trial.set_user_attr("throughput", tp.to_dict())
-                trial.set_user_attr("throughput_spread", round(tp.spread, 4))
+                with phase("measure"):
+                    cost = self.profiler.measure(
+                        model,
+                        precision=candidate.precision,
+                        xla=candidate.xla,
+                        need_latency=spec.constraints.max_latency_ms is not None,
+                    )
+                    trial.set_user_attr("device", cost.device)
+                    trial.set_user_attr("hardware", cost.to_attr())
+                    trial.set_user_attr("throughput_spread", round(cost.primary.spread, 4))
+                    peak = self.profiler.peak_flops(candidate.precision)
+                    achieved = flops * cost.primary.images_per_s
+                    trial.set_user_attr("flops_per_s", achieved)
+                    if peak:
+                        trial.set_user_attr("peak_fraction", achieved / peak)
+                    limits = measured_constraints(spec.constraints, cost)
+                    for name, value in limits.items():
+                        trial.set_constraint(name, value)
+                if self.screening and any(v > 0 for v in limits.values()):
+                    trial.set_user_attr("screened", "measured")
+                    return TrialOutcome(self._values(0.0, cost), "measured")
 
-            def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
-                acc = logs.get("val_accuracy")
-                self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
+                def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
+                    acc = logs.get("val_accuracy")
+                    self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
 
-            with phase("train"):
-                result = train_and_evaluate(
-                    model, candidate, self.data, seed=self.seed + trial.number, on_epoch=on_epoch
-                )
-                trial.set_user_attr("history", result.history)
-                trial.set_user_attr("val_loss", result.loss)
-
-            durations["total"] = round(time.perf_counter() - started, 4)
-            trial.set_user_attr("durations", durations)
-            figures: dict[str, float] = {"accuracy": result.accuracy, "throughput": tp.images_per_s}
-            return [figures[name] for name in spec.objectives]
+                with phase("train"), self.profiler.lock.shared():
+                    result = train_and_evaluate(
+                        model, candidate, self.data, seed=self.seed + trial.number, on_epoch=on_epoch
+                    )
+                    trial.set_user_attr("history", result.history)
+                    trial.set_user_attr("val_loss", result.loss)
+            return TrialOutcome(self._values(result.accuracy, cost))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a
             # long search grows until it is killed (the classic KerasTuner complaint).

@@ -7,8 +7,10 @@ from typing import Any
 
 import optuna
 import sqlalchemy.exc
+
 from nas.search.errors import NasError
 
+from .models import Base
 from .urls import StorageURL
 
 # A worker records a heartbeat for its running trial this often (seconds); a RUNNING trial
@@ -33,9 +35,7 @@ def _prepare_sqlite(url: StorageURL, create: bool) -> None:
         return
     if not path.exists():
         if not create:
-            raise NasError(
-                f"no database at {path} (run `nas search` first, or pass --storage / set NAS_STORAGE)"
-            )
+            raise NasError(f"no database at {path} (run `nas search` first, or pass --storage / set NAS_STORAGE)")
         if not path.parent.exists():
             raise NasError(f"storage '{url}': folder {path.parent} does not exist")
     try:
@@ -62,13 +62,16 @@ def open_storage(
     if url.is_sqlite:
         _prepare_sqlite(url, create)
     try:
-        return optuna.storages.RDBStorage(
+        storage = optuna.storages.RDBStorage(
             url.raw,
             engine_kwargs=_engine_kwargs(url),
             heartbeat_interval=heartbeat_interval,
             grace_period=grace_period,
             skip_table_creation=not create,
         )
+        if create:
+            Base.metadata.create_all(storage.engine)  # our tables, in the same first step
+        return storage
     except (sqlalchemy.exc.SQLAlchemyError, RuntimeError) as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         if url.url.password:

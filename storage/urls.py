@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy.exc
-from nas.search.errors import NasError
 from sqlalchemy.engine import URL, make_url
+
+from nas.search.errors import NasError
 
 ENV_VAR = "NAS_STORAGE"
 DEFAULT_URL = "sqlite:///nas.db"
@@ -79,9 +80,7 @@ def resolve_storage_url(value: str | None) -> StorageURL:
     backend = url.get_backend_name()
     masked = url.render_as_string(hide_password=True)
     if backend not in _DRIVERS:
-        raise NasError(
-            f"storage URL '{masked}': unsupported database '{backend}' (use sqlite, postgresql or mysql)"
-        )
+        raise NasError(f"storage URL '{masked}': unsupported database '{backend}' (use sqlite, postgresql or mysql)")
     drivers = _DRIVERS[backend]
     driver = url.drivername.partition("+")[2] or None
     module, hint = drivers.get(driver, (str(driver), f"install the '{driver}' driver"))

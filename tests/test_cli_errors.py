@@ -20,8 +20,7 @@ def _one_error_line(stderr: str) -> str:
 def test_bad_space_file(workdir: Path) -> None:
     bad = workdir / "bad.yaml"
     bad.write_text(
-        "name: bad\nmodel:\n  stages:\n    - {filters: 16}\n    - {filters: 24}\n"
-        "    - {filters: 32, kernel: 4}\n"
+        "name: bad\nmodel:\n  stages:\n    - {filters: 16}\n    - {filters: 24}\n    - {filters: 32, kernel: 4}\n"
     )
     result = run_nas("search", str(bad), cwd=workdir)
     assert result.returncode == 2
@@ -83,9 +82,7 @@ def test_errors_leave_an_existing_database_unchanged(finished_study: Path) -> No
     assert "study 'tiny' was created from a different space" in _one_error_line(result.stderr)
     result = run_nas("pareto", "nosuch", cwd=finished_study)
     assert result.returncode == 2
-    assert "study 'nosuch' not found in sqlite:///nas.db (studies there: tiny)" in _one_error_line(
-        result.stderr
-    )
+    assert "study 'nosuch' not found in sqlite:///nas.db (studies there: tiny)" in _one_error_line(result.stderr)
     assert _dump(db) == before
 
 

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import optuna
+
 from nas.search import quiet
 
 quiet.import_tensorflow()
 
 from nas.search.device import describe_device  # noqa: E402
-from nas.search.measure import measure_throughput  # noqa: E402
+from nas.search.measure import measure_latency, measure_matmul_peak, measure_throughput  # noqa: E402
 from nas.search.model import build_model  # noqa: E402
 from nas.search.space import load_space  # noqa: E402
 
@@ -37,3 +38,22 @@ def test_device_description_names_the_cpu() -> None:
     assert info["name"]
     if info["kind"] == "cpu":
         assert info["threads"] >= 1
+
+
+def test_latency_percentiles() -> None:
+    result = measure_latency(_model(), seconds=0.2)
+    assert result.calls >= 30
+    assert 0 < result.p50_ms <= result.p95_ms
+    assert result.spread >= 0
+    assert result.warmup_calls >= 3
+
+
+def test_xla_compiled_measurement_runs_on_this_device() -> None:
+    result = measure_throughput(_model(), 8, rounds=3, round_seconds=0.02, jit_compile=True)
+    assert result.images_per_s > 0
+
+
+def test_matmul_peak_is_plausible() -> None:
+    peak = measure_matmul_peak(seconds=0.2, n=256)
+    # Above 100 MFLOP/s and below 100 TFLOP/s on anything this suite runs on.
+    assert 1e8 < peak < 1e14

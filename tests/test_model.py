@@ -3,20 +3,20 @@ from __future__ import annotations
 import numpy as np
 import optuna
 import pytest
+
 from nas.search import quiet
 
 quiet.import_tensorflow()
 
 import keras  # noqa: E402
+
 from nas.search.model import build_model, count_flops, make_divisible  # noqa: E402
 from nas.search.space import load_space  # noqa: E402
 
 
 def _candidate(seed: int = 3):
     space = load_space("mobilenet")
-    study = optuna.create_study(
-        directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed)
-    )
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed))
     trial = study.ask()
     return space.sample(trial, num_classes=10, channels=1), space, trial.params
 
@@ -37,9 +37,7 @@ def test_build_is_deterministic_from_parameters_and_seed() -> None:
 def test_structure_follows_the_candidate() -> None:
     candidate, _, _ = _candidate()
     model = build_model(candidate, seed=0)
-    blocks = {
-        layer.name.split("_")[0] for layer in model.layers if layer.name.startswith("s") and "b" in layer.name
-    }
+    blocks = {layer.name.split("_")[0] for layer in model.layers if layer.name.startswith("s") and "b" in layer.name}
     expected = sum(stage.depth for stage in candidate.stages)
     assert len({b for b in blocks if b[0] == "s" and b[1:2].isdigit()}) == expected
     has_se = any(layer.name.endswith("_se_scale") for layer in model.layers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,7 +61,11 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert attrs["params"] > 0 and attrs["flops"] > 0
         assert len(attrs["history"]["val_accuracy"]) == 3  # tiny trains 3 epochs
         assert attrs["history"]["val_accuracy"][-1] == accuracy
-        assert attrs["throughput"]["images_per_s"] == throughput
+        hardware = attrs["hardware"]
+        assert hardware["throughput"]["32"]["images_per_s"] == throughput
+        assert 0 < hardware["latency"]["p50_ms"] <= hardware["latency"]["p95_ms"]
+        assert attrs["flops_per_s"] == attrs["flops"] * throughput
+        assert 0 < attrs["peak_fraction"] < 1
         assert attrs["throughput_spread"] >= 0
         assert attrs["device"]["kind"] == "cpu" and attrs["device"]["tensorflow"].startswith("2.")
         assert set(attrs["durations"]) == {"build", "measure", "train", "total"}
@@ -201,3 +206,24 @@ def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
 
     status = run_nas("status", cwd=finished_study)
     assert status.returncode == 0 and "tiny" in status.stdout
+
+
+def test_second_study_reuses_measurements_of_the_first(finished_study: Path) -> None:
+    def hits() -> int:
+        status = run_nas("status", cwd=finished_study)
+        match = re.search(r"Measurement cache: (\d+) measurements, (\d+) hits", status.stdout)
+        assert match, status.stdout
+        return int(match.group(2))
+
+    before = hits()
+    # Same space and seed: the new study's first candidate is the first study's first one.
+    result = run_nas("search", "tiny", "--study", "tiny-again", "--trials", "1", cwd=finished_study)
+    assert result.returncode == 0, result.stderr
+    first = _study(finished_study).trials[0]
+    again = _study(finished_study, "tiny-again").trials[0]
+    assert again.params == first.params
+    assert again.user_attrs["hardware"]["cached"] == {"throughput@32": True, "latency": True}
+    assert again.values[1] == first.values[1]  # the same measured throughput, not a new timing
+    assert "measure" in again.user_attrs["durations"]
+    # Throughput, latency and the CPU peak, all looked up.
+    assert hits() == before + 3

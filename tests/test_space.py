@@ -7,6 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+
 from nas.search.errors import NasError
 from nas.search.space import load_space, preset_names, space_from_dict
 
@@ -39,9 +40,7 @@ def test_only_the_nas_package_is_installed(tmp_path: Path) -> None:
         "print([n for n in ('nas.search', 'nas.storage', 'nas.spaces', 'search', 'storage', 'spaces') "
         "if u.find_spec(n) is not None])"
     )
-    found = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
-    )
+    found = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "['nas.search', 'nas.storage', 'nas.spaces']"
 
 

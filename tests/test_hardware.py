@@ -1,0 +1,189 @@
+"""Device fingerprint, precision filtering, the measurement cache, the device lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from nas.search import quiet
+
+quiet.import_tensorflow()
+
+import keras  # noqa: E402
+
+from nas.search.device import describe_device, device_key, lock_name, unsupported_precisions  # noqa: E402
+from nas.search.devicelock import DeviceLock  # noqa: E402
+from nas.search.driver import restrict_to_device  # noqa: E402
+from nas.search.errors import NasError  # noqa: E402
+from nas.search.events import SearchEvents  # noqa: E402
+from nas.search.hardware import HardwareProfiler, architecture_signature  # noqa: E402
+from nas.search.model import build_model  # noqa: E402
+from nas.search.space import MeasureSpec, load_space, space_from_dict  # noqa: E402
+from nas.search.trial import precision_policy  # noqa: E402
+from nas.storage import MeasurementCache, open_storage, resolve_storage_url  # noqa: E402
+
+
+class Recorder(SearchEvents):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def _candidate(seed: int = 0):  # type: ignore[no-untyped-def]
+    space = load_space("tiny")
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed)).ask()
+    return space.sample(trial, num_classes=10, channels=1)
+
+
+def test_fingerprint_fields_and_key() -> None:
+    info = describe_device()
+    for field in ("kind", "name", "tensorflow", "cuda", "cudnn"):
+        assert field in info
+    key = device_key(info, precision="float32", xla=False)
+    assert key == device_key(dict(info), precision="float32", xla=False)
+    assert key != device_key(info, precision="mixed_bfloat16", xla=False)
+    assert key != device_key(info, precision="float32", xla=True)
+    assert key != device_key({**info, "name": "another cpu"}, precision="float32", xla=False)
+    assert lock_name(info) == ("cpu" if info["kind"] == "cpu" else lock_name(info))
+
+
+def test_precision_policies_by_device() -> None:
+    assert set(unsupported_precisions({"kind": "cpu"})) == {"mixed_float16"}
+    assert unsupported_precisions({"kind": "gpu", "compute_capability": (9, 0)}) == {}
+    assert set(unsupported_precisions({"kind": "gpu", "compute_capability": (7, 5)})) == {"mixed_bfloat16"}
+    assert set(unsupported_precisions({"kind": "gpu", "compute_capability": (6, 1)})) == {
+        "mixed_float16",
+        "mixed_bfloat16",
+    }
+
+
+def _space_with_precision(precision: object):  # type: ignore[no-untyped-def]
+    return space_from_dict({"name": "p", "model": {"stages": [{"filters": 8}]}, "compute": {"precision": precision}})
+
+
+def test_cpu_worker_drops_float16_with_one_warning() -> None:
+    events = Recorder()
+    space = _space_with_precision({"choice": ["float32", "mixed_float16", "mixed_bfloat16"]})
+    restricted = restrict_to_device(space, {"kind": "cpu", "name": "x", "threads": 2}, events)
+    assert restricted.spec.compute.precision.choices == ("float32", "mixed_bfloat16")
+    assert len(events.lines) == 1 and "mixed_float16" in events.lines[0]
+    # The study keeps the original space: only this worker's copy changed.
+    assert space.spec.compute.precision.choices == ("float32", "mixed_float16", "mixed_bfloat16")
+    unchanged = Recorder()
+    assert restrict_to_device(restricted, {"kind": "cpu"}, unchanged) is restricted
+    assert unchanged.lines == []
+
+
+def test_cpu_worker_refuses_a_space_of_only_float16() -> None:
+    with pytest.raises(NasError, match=r"compute.precision: nothing this CPU .* can run: mixed_float16"):
+        restrict_to_device(_space_with_precision("mixed_float16"), {"kind": "cpu", "threads": 2}, Recorder())
+
+
+def test_bfloat16_model_builds_and_runs_on_cpu() -> None:
+    candidate = _candidate()
+    with precision_policy("mixed_bfloat16"):
+        model = build_model(candidate, seed=0)
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored
+    assert model.get_layer("stem_conv").compute_dtype == "bfloat16"
+    assert model.output.dtype == "float32"
+    assert model(keras.ops.zeros((2, 8, 8, 1))).shape == (2, 10)
+
+
+def _profiler(db: Path, **spec: object) -> HardwareProfiler:
+    storage = open_storage(resolve_storage_url(f"sqlite:///{db}"))
+    measure = MeasureSpec(batch_sizes=[16], latency=True, rounds=3, round_seconds=0.02, **spec)  # type: ignore[arg-type]
+    return HardwareProfiler(measure, MeasurementCache(storage.engine))
+
+
+def test_cache_hit_and_miss(tmp_path: Path) -> None:
+    db = tmp_path / "nas.db"
+    candidate = _candidate()
+    first = _profiler(db).measure(build_model(candidate, seed=0), precision="float32", xla=False)
+    assert first.cached == {"throughput@16": False, "latency": False}
+
+    # Another profiler (another trial, study or process) on the same database and device;
+    # a freshly built model of the same architecture, other weights.
+    other = _profiler(db)
+    again = other.measure(build_model(candidate, seed=99), precision="float32", xla=False)
+    assert again.cached == {"throughput@16": True, "latency": True}
+    assert again.primary == first.primary and again.latency == first.latency
+
+    # Another policy or compiler setting is another measurement.
+    xla = other.measure(build_model(candidate, seed=0), precision="float32", xla=True)
+    assert xla.cached["throughput@16"] is False
+    stats = MeasurementCache(open_storage(resolve_storage_url(f"sqlite:///{db}")).engine).stats()
+    assert stats.entries == 4 and stats.hits == 2 and stats.seconds_saved > 0
+
+
+def test_cache_hit_from_another_process(tmp_path: Path) -> None:
+    db = tmp_path / "nas.db"
+    code = (
+        "import optuna\n"
+        "from tests.test_hardware import _candidate, _profiler\n"
+        "from nas.search.model import build_model\n"
+        "from pathlib import Path\n"
+        f"profiler = _profiler(Path({str(db)!r}))\n"
+        "cost = profiler.measure(build_model(_candidate(), seed=0), precision='float32', xla=False)\n"
+        "print(cost.primary.images_per_s)\n"
+    )
+    repo = Path(__file__).parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    here = _profiler(db).measure(build_model(_candidate(), seed=1), precision="float32", xla=False)
+    assert here.cached["throughput@16"] is True
+    assert here.primary.images_per_s == float(done.stdout.strip().splitlines()[-1])
+
+
+def test_signature_is_architecture_only() -> None:
+    a, b = _candidate(0), _candidate(0)
+    assert architecture_signature(build_model(a, seed=1)) == architecture_signature(build_model(b, seed=2))
+    other = next(c for s in range(1, 50) if (c := _candidate(s)).stages != a.stages)
+    assert architecture_signature(build_model(other, seed=1)) != architecture_signature(build_model(a, seed=1))
+
+
+def test_measuring_waits_for_training_in_another_process(tmp_path: Path) -> None:
+    # A trainer in another process holds the shared lock; our exclusive lock (measuring)
+    # must be granted only after it let go.
+    trainer = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from nas.search.devicelock import DeviceLock\n"
+        f"lock = DeviceLock('cpu', Path({str(tmp_path)!r}))\n"
+        "with lock.shared():\n"
+        "    print('holding', flush=True)\n"
+        "    time.sleep(1.5)\n"
+        "    print(time.time(), flush=True)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", trainer], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "holding"
+    with DeviceLock("cpu", tmp_path).exclusive():
+        granted = time.time()
+    released = float(process.stdout.readline())
+    process.wait(timeout=30)
+    assert granted >= released
+
+
+def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
+    holder = (
+        "import time\n"
+        "from pathlib import Path\n"
+        "from nas.search.devicelock import DeviceLock\n"
+        f"with DeviceLock('cpu', Path({str(tmp_path)!r})).exclusive():\n"
+        "    print('holding', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "holding"
+    process.kill()
+    process.wait(timeout=30)
+    with DeviceLock("cpu", tmp_path).shared():
+        pass  # would hang (and time the suite out) if the dead holder still held it
