@@ -28,7 +28,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 
 
-def measure_networks(count: int, out: Path) -> None:
+def measure_networks(count: int, out: Path, rounds: int, round_seconds: float) -> None:
     """Worker mode: measure `count` sampled networks in this process, write JSON."""
     from nas.search import quiet
 
@@ -42,7 +42,8 @@ def measure_networks(count: int, out: Path) -> None:
 
     space = load_space("mobilenet")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(0))
-    profiler = HardwareProfiler(MeasureSpec(batch_sizes=[64], latency=True), cache=None)
+    spec = MeasureSpec(batch_sizes=[64], latency=True, rounds=rounds, round_seconds=round_seconds)
+    profiler = HardwareProfiler(spec, cache=None)
     rows = []
     for _ in range(count):
         candidate = space.sample(study.ask(), num_classes=10, channels=1)
@@ -71,10 +72,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--networks", type=int, default=20)
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5, help="measure.rounds for part 1")
+    parser.add_argument("--round-seconds", type=float, default=0.2, help="measure.round_seconds for part 1")
+    parser.add_argument("--skip-search", action="store_true", help="parts 1 and 2 only")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        measure_networks(args.networks, args.worker)
+        measure_networks(args.networks, args.worker, args.rounds, args.round_seconds)
         return
 
     from scipy.stats import spearmanr
@@ -83,7 +87,8 @@ def main() -> None:
     runs = []
     for i in (1, 2):
         out = work / f"run{i}.json"
-        run([sys.executable, __file__, "--networks", str(args.networks), "--worker", str(out)], work)
+        options = ["--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds)]
+        run([sys.executable, __file__, "--networks", str(args.networks), *options, "--worker", str(out)], work)
         runs.append(json.loads(out.read_text()))
     a, b = runs
     assert [r["signature"] for r in a] == [r["signature"] for r in b]
@@ -91,10 +96,14 @@ def main() -> None:
     spreads = [r["spread"] for r in a + b]
     flops_rho = spearmanr([r["flops"] for r in a], [r["throughput"] for r in a]).statistic
     distinct = len({r["signature"] for r in a})
-    print(f"networks: {args.networks} ({distinct} distinct architectures)")
+    print(
+        f"networks: {args.networks} ({distinct} distinct architectures), {args.rounds} rounds of {args.round_seconds} s"
+    )
     print(f"repeatability: Spearman rho between two processes = {repeat:.3f} (goal >= 0.95)")
     print(f"median spread of one measurement = {statistics.median(spreads):.1%} (goal <= 5%)")
     print(f"FLOPs vs measured throughput: Spearman rho = {flops_rho:.3f} (perfect inverse ranking: -1)")
+    if args.skip_search:
+        return
 
     limit = statistics.median(r["latency_p95_ms"] for r in a)
     space = yaml.safe_load((HERE.parent / "spaces" / "mobilenet.yaml").read_text())

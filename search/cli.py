@@ -60,6 +60,9 @@ def search(
     screening: Annotated[
         bool, typer.Option(help="Reject candidates that break a constraint before training them.")
     ] = True,
+    max_consecutive_failures: Annotated[
+        int, typer.Option(min=1, help="Stop the search after this many failed trials in a row.")
+    ] = 5,
     debug: DebugOpt = False,
 ) -> None:
     """Search SPACE; running it again resumes the study and runs only what is missing."""
@@ -86,6 +89,7 @@ def search(
         timeout=timeout,
         cache=cache,
         screening=screening,
+        max_consecutive_failures=max_consecutive_failures,
     )
     objectives = list(spec.spec.objectives)
     outcome = run_search(spec, options, LiveSearchView(err, objectives))

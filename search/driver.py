@@ -17,6 +17,7 @@ from nas import __version__
 from nas.storage import MeasurementCache, StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 
+from .data import Dataset
 from .device import device_label, unsupported_precisions
 from .errors import NasError, SearchInterrupted
 from .events import SearchEvents
@@ -137,7 +138,10 @@ def restrict_to_device(space: SearchSpace, device: dict[str, Any], events: Searc
     return space.with_precisions(kept)
 
 
-def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents) -> SearchOutcome:
+def run_search(
+    space: SearchSpace, options: SearchOptions, events: SearchEvents, data: Dataset | None = None
+) -> SearchOutcome:
+    """Run the study to its budget; `data` replaces the space's dataset (Python callers)."""
     from .data import load_dataset
     from .trial import TrialRunner, describe_failure
 
@@ -155,7 +159,7 @@ def run_search(space: SearchSpace, options: SearchOptions, events: SearchEvents)
         events.stop()
         return SearchOutcome(study, complete, options.trials, 0, 0, "budget")
 
-    data = load_dataset(space.spec.dataset)
+    data = data or load_dataset(space.spec.dataset)
     study.set_user_attr("dataset", data.summary())
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
     space = restrict_to_device(space, profiler.device, events)

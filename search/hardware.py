@@ -31,6 +31,8 @@ class HardwareCost:
     throughput: dict[int, Throughput]  # by inference batch size, in the space's order
     latency: Latency | None
     device: dict[str, Any]
+    precision: str = "float32"
+    xla: bool = False
     cached: dict[str, bool] = field(default_factory=dict)  # which figures came from the cache
     seconds: float = 0.0  # what measuring (or looking up) cost in this trial
 
@@ -47,6 +49,8 @@ class HardwareCost:
         return {
             "throughput": {str(b): t.to_dict() for b, t in self.throughput.items()},
             "latency": self.latency.to_dict() if self.latency else None,
+            "precision": self.precision,
+            "xla": self.xla,
             "trustworthy": self.trustworthy,
             "cached": self.cached,
             "seconds": round(self.seconds, 4),
@@ -110,7 +114,7 @@ class HardwareProfiler:
                 if self.cache:
                     self.cache.put(key, self.device, latency.to_dict(), latency.seconds)
             cached["latency"] = stored is not None
-        return HardwareCost(throughput, latency, self.device, cached, time.perf_counter() - started)
+        return HardwareCost(throughput, latency, self.device, precision, xla, cached, time.perf_counter() - started)
 
     def peak_flops(self, precision: str) -> float | None:
         """The device's peak FLOP/s: the data-sheet figure for known GPUs, a measured float32

@@ -164,5 +164,11 @@ def describe_failure(exc: BaseException) -> str:
         return "out of memory (ResourceExhaustedError): " + str(exc).strip().splitlines()[0][:300]
     if isinstance(exc, TrainingDiverged):
         return str(exc)
+    if isinstance(exc, tf.errors.OpError):
+        # TensorFlow leads with "Graph execution error:" and the Python stack of the op; the
+        # reason is the last line of its own that is not stack or node detail.
+        lines = [line for line in exc.message.splitlines() if line.strip() and not line[0].isspace()]
+        lines = [line for line in lines if not line.startswith(("Graph execution error", "Detected at node"))]
+        return f"{type(exc).__name__}: {(lines[-1] if lines else exc.message)[:300]}"
     text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
