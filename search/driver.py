@@ -159,7 +159,8 @@ def run_search(
         events.stop()
         return SearchOutcome(study, complete, options.trials, 0, 0, "budget")
 
-    data = data or load_dataset(space.spec.dataset)
+    if data is None:
+        data = load_dataset(space.spec.dataset)
     study.set_user_attr("dataset", data.summary())
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
     space = restrict_to_device(space, profiler.device, events)
@@ -185,10 +186,10 @@ def run_search(
                     continue
 
                 trial = study.ask()
-                storage.record_heartbeat(trial._trial_id)
-                trial.set_user_attr("worker", worker.to_attr())
-                events.trial_started(trial.number)
                 try:
+                    storage.record_heartbeat(trial._trial_id)
+                    trial.set_user_attr("worker", worker.to_attr())
+                    events.trial_started(trial.number)
                     with Heartbeat(storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
                         outcome = runner.run(trial)
                 except KeyboardInterrupt:
