@@ -21,9 +21,14 @@ from .space import MeasureSpec
 
 def architecture_signature(model: keras.Model) -> str:
     """Same network, same signature: the functional config holds every layer and connection
-    (dtype policies included), and nothing about training or weights."""
-    config = json.dumps(model.get_config(), sort_keys=True, default=str)
-    return hashlib.sha256(config.encode()).hexdigest()
+    (dtype policies included), and nothing about training or weights. Dropout is the
+    identity at inference, so its rate is left out: candidates that differ only in training
+    settings share their measurements."""
+    config = model.get_config()
+    for layer in config.get("layers", []):
+        if layer.get("class_name") == "Dropout":
+            layer["config"] = {k: v for k, v in layer["config"].items() if k not in ("rate", "seed")}
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -146,6 +147,11 @@ def test_signature_is_architecture_only() -> None:
     assert architecture_signature(build_model(a, seed=1)) == architecture_signature(build_model(b, seed=2))
     other = next(c for s in range(1, 50) if (c := _candidate(s)).stages != a.stages)
     assert architecture_signature(build_model(other, seed=1)) != architecture_signature(build_model(a, seed=1))
+    # Training settings, dropout included, do not change what inference runs.
+    trained_differently = dataclasses.replace(a, dropout=0.3, learning_rate=0.5, batch_size=7, epochs=9)
+    assert architecture_signature(build_model(trained_differently, seed=1)) == architecture_signature(
+        build_model(dataclasses.replace(a, dropout=0.1), seed=1)
+    )
 
 
 def test_measuring_waits_for_training_in_another_process(tmp_path: Path) -> None:
