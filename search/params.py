@@ -6,7 +6,6 @@ In a space file a parameter is written as a plain value (fixed) or as a one-key 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,26 +57,6 @@ class Param:
             step = int(self.step or 1)
             return trial.suggest_int(name, int(self.low), int(self.high), step=step, log=self.log)
         return trial.suggest_float(name, self.low, self.high, step=self.step, log=self.log)
-
-    def describe(self) -> str:
-        if self.fixed:
-            return repr(self.value)
-        if self.choices:
-            return "choice " + ", ".join(map(repr, self.choices))
-        scale = " (log)" if self.log else ""
-        step = f" step {self.step:g}" if self.step else ""
-        return f"{self.kind} {self.low:g}..{self.high:g}{step}{scale}"
-
-    def size(self) -> float:
-        """How many distinct values this parameter can take (inf for continuous ranges)."""
-        if self.fixed:
-            return 1
-        if self.choices:
-            return len(self.choices)
-        assert self.low is not None and self.high is not None
-        if self.kind == "int" or self.step:
-            return math.floor((self.high - self.low) / (self.step or 1)) + 1
-        return math.inf
 
 
 def _typed(value: Any, kind: Kind) -> Any:

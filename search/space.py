@@ -244,12 +244,6 @@ class SearchSpace:
         compute = self.spec.compute.model_copy(update={"precision": param})
         return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source)
 
-    def size(self) -> float:
-        total = 1.0
-        for p in self.parameters().values():
-            total *= p.size()
-        return total
-
     def fingerprint(self) -> str:
         """What must not change under a running study: everything but `name` and `search`."""
         data = self.spec.model_dump(mode="json", exclude={"name", "search"})
