@@ -18,7 +18,7 @@ from nas.storage import MeasurementCache, StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 
 from .data import Dataset
-from .device import device_label, unsupported_precisions
+from .device import describe_device, device_label, unsupported_precisions
 from .errors import NasError, SearchInterrupted
 from .events import SearchEvents
 from .hardware import HardwareProfiler
@@ -145,6 +145,9 @@ def run_search(
     from .data import load_dataset
     from .trial import TrialRunner, describe_failure
 
+    # Everything that can reject the input is checked before the database is touched.
+    make_sampler(options.sampler, options.seed)
+    device_space = restrict_to_device(space, describe_device(), events)
     storage = open_storage(options.storage)
     study = open_study(space, storage, options.study_name)
     for line in recover_orphans(study, GRACE_PERIOD_S):
@@ -163,8 +166,9 @@ def run_search(
         data = load_dataset(space.spec.dataset)
     study.set_user_attr("dataset", data.summary())
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
-    space = restrict_to_device(space, profiler.device, events)
-    runner = TrialRunner(space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening)
+    runner = TrialRunner(
+        device_space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening
+    )
     worker = WorkerIdentity.current()
     started = time.monotonic()
     ran = failed = consecutive_failures = 0

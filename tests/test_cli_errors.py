@@ -90,3 +90,20 @@ def _dump(db: Path) -> list[str]:
     # The logical content: WAL checkpoints may rewrite the file's bytes without changing it.
     with sqlite3.connect(db) as con:
         return list(con.iterdump())
+
+
+def test_unavailable_sampler_and_precision_leave_no_database(workdir: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        result = run_nas("search", "tiny", "--sampler", "gp", cwd=workdir)
+        assert result.returncode == 2
+        assert "sampler 'gp' needs PyTorch" in _one_error_line(result.stderr)
+    space = workdir / "half.yaml"
+    space.write_text(
+        (Path(__file__).parents[1] / "spaces" / "tiny.yaml").read_text() + "\ncompute:\n  precision: mixed_float16\n"
+    )
+    result = run_nas("search", str(space), cwd=workdir)
+    assert result.returncode == 2
+    assert "compute.precision: nothing this CPU" in _one_error_line(result.stderr)
+    assert not (workdir / "nas.db").exists()
