@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,19 @@ class HardwareProfiler:
             device_key(self.device, precision=precision, xla=xla),
         )
 
+    def _lookup_or_measure(self, key: CacheKey, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """The cached result for `key`, else `measure()` run alone on the device and stored.
+        Returns the result and whether it came from the cache."""
+        stored = self.cache.get(key) if self.cache else None
+        if stored is not None:
+            return stored, True
+        with self.lock.exclusive():
+            t0 = time.perf_counter()
+            result = measure()
+        if self.cache:
+            self.cache.put(key, self.device, result, time.perf_counter() - t0)
+        return result, False
+
     def measure(self, model: keras.Model, *, precision: str, xla: bool, need_latency: bool = False) -> HardwareCost:
         started = time.perf_counter()
         signature = architecture_signature(model)
@@ -90,35 +104,25 @@ class HardwareProfiler:
         cached: dict[str, bool] = {}
         throughput: dict[int, Throughput] = {}
         for batch in self.spec.batch_sizes:
-            key = self._key("throughput", signature, shape, batch, precision, xla)
-            stored = self.cache.get(key) if self.cache else None
-            if stored is not None:
-                throughput[batch] = Throughput.from_dict(stored)
-            else:
-                with self.lock.exclusive():
-                    throughput[batch] = measure_throughput(
-                        model,
-                        batch,
-                        rounds=self.spec.rounds,
-                        round_seconds=self.spec.round_seconds,
-                        max_spread=self.spec.max_spread,
-                        jit_compile=xla,
-                    )
-                if self.cache:
-                    self.cache.put(key, self.device, throughput[batch].to_dict(), throughput[batch].seconds)
-            cached[f"throughput@{batch}"] = stored is not None
+            result, cached[f"throughput@{batch}"] = self._lookup_or_measure(
+                self._key("throughput", signature, shape, batch, precision, xla),
+                lambda batch=batch: measure_throughput(  # type: ignore[misc]
+                    model,
+                    batch,
+                    rounds=self.spec.rounds,
+                    round_seconds=self.spec.round_seconds,
+                    max_spread=self.spec.max_spread,
+                    jit_compile=xla,
+                ).to_dict(),
+            )
+            throughput[batch] = Throughput.from_dict(result)
         latency = None
         if self.spec.latency or need_latency:
-            key = self._key("latency", signature, shape, 1, precision, xla)
-            stored = self.cache.get(key) if self.cache else None
-            if stored is not None:
-                latency = Latency.from_dict(stored)
-            else:
-                with self.lock.exclusive():
-                    latency = measure_latency(model, max_spread=self.spec.max_spread, jit_compile=xla)
-                if self.cache:
-                    self.cache.put(key, self.device, latency.to_dict(), latency.seconds)
-            cached["latency"] = stored is not None
+            result, cached["latency"] = self._lookup_or_measure(
+                self._key("latency", signature, shape, 1, precision, xla),
+                lambda: measure_latency(model, max_spread=self.spec.max_spread, jit_compile=xla).to_dict(),
+            )
+            latency = Latency.from_dict(result)
         return HardwareCost(throughput, latency, self.device, precision, xla, cached, time.perf_counter() - started)
 
     def peak_flops(self, precision: str) -> float | None:
@@ -128,15 +132,10 @@ class HardwareProfiler:
             return self._peaks[precision]
         peak = gpu_peak_flops(self.device, precision)
         if peak is None and self.device.get("kind") == "cpu":
-            key = self._key("peak", "matmul-1024-float32", "1024x1024", 1, "float32", False)
-            stored = self.cache.get(key) if self.cache else None
-            if stored is not None:
-                peak = float(stored["flops_per_s"])
-            else:
-                with self.lock.exclusive():
-                    t0 = time.perf_counter()
-                    peak = measure_matmul_peak()
-                if self.cache:
-                    self.cache.put(key, self.device, {"flops_per_s": peak}, time.perf_counter() - t0)
+            result, _ = self._lookup_or_measure(
+                self._key("peak", "matmul-1024-float32", "1024x1024", 1, "float32", False),
+                lambda: {"flops_per_s": measure_matmul_peak()},
+            )
+            peak = float(result["flops_per_s"])
         self._peaks[precision] = peak
         return peak
