@@ -2,6 +2,8 @@
 
 from .cache import CacheKey, CacheStats, MeasurementCache
 from .engine import open_storage
+from .retry import with_lock_retries
+from .studylock import study_lock
 from .urls import StorageURL, default_storage_url, resolve_storage_url
 
 __all__ = [
@@ -12,4 +14,6 @@ __all__ = [
     "default_storage_url",
     "open_storage",
     "resolve_storage_url",
+    "study_lock",
+    "with_lock_retries",
 ]

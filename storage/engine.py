@@ -6,7 +6,9 @@ import sqlite3
 from typing import Any
 
 import optuna
+import sqlalchemy
 import sqlalchemy.exc
+from sqlalchemy import event
 
 from nas.search.errors import NasError
 
@@ -47,6 +49,26 @@ def _prepare_sqlite(url: StorageURL, create: bool) -> None:
         raise NasError(f"storage '{url}': cannot open {path} as a SQLite database ({exc})") from None
 
 
+def _begin_immediate(engine: sqlalchemy.Engine) -> None:
+    """Start every SQLite transaction with BEGIN IMMEDIATE (SQLAlchemy's documented recipe).
+
+    A default (deferred) transaction that reads and then writes must upgrade its lock; when
+    another process wrote meanwhile, SQLite fails it at once with "database is locked" and
+    the busy timeout does not help. Taking the write lock at BEGIN makes writers queue
+    through the busy timeout instead, which is what several workers on one file need.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let the "begin" hook below emit BEGIN
+
+    @event.listens_for(engine, "begin")
+    def _immediate(connection: sqlalchemy.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the hooks existed must not be reused
+
+
 def open_storage(
     url: StorageURL,
     *,
@@ -69,11 +91,15 @@ def open_storage(
             grace_period=grace_period,
             skip_table_creation=not create,
         )
+        if url.is_sqlite:
+            _begin_immediate(storage.engine)
         if create:
             Base.metadata.create_all(storage.engine)  # our tables, in the same first step
         return storage
-    except (sqlalchemy.exc.SQLAlchemyError, RuntimeError) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    except (sqlalchemy.exc.SQLAlchemyError, RuntimeError, optuna.exceptions.StorageInternalError) as exc:
+        # Optuna wraps SQLAlchemy's error (the connection's reason is in its cause).
+        cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ else exc
+        reason = str(getattr(cause, "orig", None) or cause).strip().splitlines()[0]
         if url.url.password:
             reason = reason.replace(url.url.password, "***")
         raise NasError(f"cannot open storage '{url}': {reason}") from None

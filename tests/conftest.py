@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -75,3 +76,31 @@ def finished_study(_tiny_study_dir: tuple[Path, subprocess.CompletedProcess[str]
     for path in source.glob("nas.db*"):
         shutil.copy2(path, tmp_path / path.name)
     return tmp_path
+
+
+SERVERS = {
+    "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test?connect_timeout=3",
+    "mysql": "mysql+pymysql://root@127.0.0.1:3306/test?connect_timeout=3",
+}
+
+
+def server_url(kind: str) -> str:
+    """The local database server's URL; outside CI a missing server skips (saying why), in CI
+    (CI=true) it fails, because these tests must run there."""
+    import sqlalchemy
+
+    url = SERVERS[kind]
+    try:
+        sqlalchemy.create_engine(url).connect().close()
+    except sqlalchemy.exc.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no {kind} server answers at {url.split('@')[1]}: {str(exc).splitlines()[0]}")
+    return url
+
+
+def drop_study(url: str, name: str) -> None:
+    import optuna
+
+    with contextlib.suppress(KeyError):
+        optuna.delete_study(study_name=name, storage=url)
