@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from typing import Annotated, Any
@@ -30,6 +31,10 @@ StorageOpt = Annotated[
     typer.Option("--storage", help="Database URL (default: $NAS_STORAGE or sqlite:///nas.db)."),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show TensorFlow's logs and full tracebacks.")]
+RecycleOpt = Annotated[
+    int,
+    typer.Option(min=0, help="A worker exits after N trials and a fresh process takes over (bounds memory; 0: never)."),
+]
 
 
 class Sampler(StrEnum):
@@ -63,23 +68,31 @@ def search(
     max_consecutive_failures: Annotated[
         int, typer.Option(min=1, help="Stop the search after this many failed trials in a row.")
     ] = 5,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Worker processes on this machine (default: 1, or one per GPU of --gpus)."),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs for the workers, e.g. 0,1 (round-robin).")] = None,
+    workers_per_gpu: Annotated[
+        int | None, typer.Option(min=1, help="Workers sharing each GPU, each with a memory cap.")
+    ] = None,
+    recycle_after: RecycleOpt = 50,
     debug: DebugOpt = False,
 ) -> None:
     """Search SPACE; running it again resumes the study and runs only what is missing."""
     from nas.storage import resolve_storage_url
 
     from . import quiet
+    from .placement import parse_gpus, plan_workers
     from .space import load_space
+    from .study import SearchOptions
 
     quiet.set_debug(debug)
     spec = load_space(space)
     url = resolve_storage_url(storage)
-    quiet.import_tensorflow()
-
-    from .display import LiveSearchView
-    from .driver import SearchOptions, run_search
-    from .pareto import pareto_records
-
+    gpu_list = parse_gpus(gpus)
+    if workers_per_gpu is not None and gpu_list is None:
+        raise NasError("--workers-per-gpu needs --gpus")
     options = SearchOptions(
         storage=url,
         study_name=study or spec.name,
@@ -92,18 +105,130 @@ def search(
         max_consecutive_failures=max_consecutive_failures,
     )
     objectives = list(spec.spec.objectives)
-    outcome = run_search(spec, options, LiveSearchView(err, objectives))
-    records = pareto_records(outcome.study)
-    if records:
-        title = f"Pareto front of '{options.study_name}' ({outcome.finished} finished trials, {url.masked})"
-        show_pareto(records, objectives, title)
-    if outcome.stopped_by == "failures":
+    if (workers or 1) > 1 or gpu_list is not None:
+        from .display_pool import PoolLiveView
+        from .pool import WorkerPool
+
+        placements = plan_workers(workers, gpu_list, workers_per_gpu)
+        pool = WorkerPool(options, placements, PoolLiveView(err, objectives), recycle_after=recycle_after, debug=debug)
+        outcome = pool.run(spec)
+        stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
+    else:
+        quiet.import_tensorflow()
+        from .display import LiveSearchView
+        from .driver import run_search
+
+        single = run_search(spec, options, LiveSearchView(err, objectives))
+        stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
+    _report_end(options, stopped_by, finished, budget, show_front=True)
+
+
+def _report_end(options: Any, stopped_by: str, finished: int, budget: int, *, show_front: bool) -> None:
+    """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
+    for a runaway of failures, so scripts can tell."""
+    from nas.storage import open_storage
+
+    from .pareto import objective_names, pareto_records
+    from .status import load_existing_study
+
+    if show_front:
+        loaded = load_existing_study(open_storage(options.storage, create=False), options.study_name, options.storage)
+        records = pareto_records(loaded)
+        if records:
+            title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
+            show_pareto(records, objective_names(loaded), title)
+    if stopped_by == "failures":
         raise NasError(
             f"stopped after {options.max_consecutive_failures} failed trials in a row; "
             "see fail_reason of the last trials (`nas pareto` / `optuna trials`) or run with --debug"
         )
-    if outcome.stopped_by == "timeout":
-        err.print(f"Timeout reached: {outcome.finished} of {outcome.budget} trials finished; run again to continue.")
+    if stopped_by == "timeout":
+        err.print(f"Timeout reached: {finished} of {budget} trials finished; run again to continue.")
+    if stopped_by == "interrupted":
+        err.print(
+            f"Stopped: {finished} of {budget} trials finished and saved, none left running. "
+            "Run the same command again to resume."
+        )
+        raise typer.Exit(130)
+    if stopped_by == "crashed":
+        raise NasError(f"every worker ended before the budget ({finished} of {budget} finished); see the lines above")
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Option("--study", help="Name of a study `nas search` created.")],
+    storage: StorageOpt = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
+    recycle_after: RecycleOpt = 0,
+    index: Annotated[int | None, typer.Option(hidden=True)] = None,
+    report_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Join a running study from this or any machine and run its trials until its budget is done.
+
+    The space, sampler and budget come from the study; with --recycle-after N the process
+    exits after N trials (a pool or a supervisor such as systemd starts a fresh one).
+    """
+    from nas.storage import resolve_storage_url
+
+    from . import quiet
+    from .placement import ENV_INDEX
+
+    quiet.set_debug(debug)
+    url = resolve_storage_url(storage)
+    if index is None:
+        # The sampler's seed must differ from every other worker's; a pool numbers its workers.
+        index = int(os.environ.get(ENV_INDEX) or os.getpid())
+    if report_fd is None:
+        _worker_interactive(url, study, timeout, recycle_after, index)
+    else:
+        _worker_in_pool(url, study, timeout, recycle_after, index, report_fd)
+
+
+def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_after: int, index: int) -> None:
+    from . import quiet
+    from .study import join_study
+
+    joined = join_study(url, study, timeout)
+    quiet.import_tensorflow()
+    from .display import LiveSearchView
+    from .driver import run_worker
+
+    objectives = list(joined.space.spec.objectives)
+    outcome = run_worker(
+        joined, LiveSearchView(err, objectives), worker_index=index, recycle_after=recycle_after or None
+    )
+    _report_end(joined.options, outcome.stopped_by, outcome.finished, outcome.budget, show_front=False)
+    if outcome.stopped_by == "recycle":
+        err.print(f"Recycled after {outcome.ran + outcome.failed} trials; start the worker again to continue.")
+
+
+def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: int, index: int, fd: int) -> None:
+    """A pool's worker: everything, errors included, goes to the parent over the pipe."""
+    from . import quiet
+    from .pipe_events import PipeEvents
+
+    events = PipeEvents(fd)
+    parent = os.getppid()
+    try:
+        from .study import join_study
+
+        joined = join_study(url, study, timeout)
+        quiet.import_tensorflow()
+        from .driver import run_worker
+
+        outcome = run_worker(
+            joined,
+            events,
+            worker_index=index,
+            recycle_after=recycle_after or None,
+            keep_going=lambda: not events.parent_gone and os.getppid() == parent,
+        )
+        events.send("outcome", stopped_by=outcome.stopped_by, ran=outcome.ran, failed=outcome.failed)
+    except NasError as exc:
+        events.send("error", text=str(exc))
+    except (SearchInterrupted, KeyboardInterrupt) as exc:
+        events.send("outcome", stopped_by="stopped", text=str(exc))
 
 
 @app.command()
@@ -205,7 +330,9 @@ def main() -> None:
     debug = "--debug" in args
     command = typer.main.get_command(app)
     try:
-        command.main(args=args, prog_name="nas", standalone_mode=False)
+        status = command.main(args=args, prog_name="nas", standalone_mode=False)
+        if isinstance(status, int) and status:
+            sys.exit(status)  # typer.Exit(code) comes back as a return value in this mode
     except NasError as exc:
         if debug:
             err.print_exception()

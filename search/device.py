@@ -67,9 +67,15 @@ def device_key(info: dict[str, Any], *, precision: str, xla: bool) -> str:
 
 
 def lock_name(info: dict[str, Any]) -> str:
-    """One lock per physical device: the CPU is shared by every process of the machine."""
+    """One lock per physical device. The CPU is shared by every process of the machine, unless
+    this process is pinned to some of its cores (a worker of a pool): then by those cores, so
+    workers on disjoint cores measure while others train (sharing only caches and memory
+    bandwidth, which the measured spread shows)."""
     if info.get("kind") != "gpu":
-        return "cpu"
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if not cores or len(cores) >= (os.cpu_count() or 0):
+            return "cpu"
+        return "cpu" + "-".join(map(str, cores))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     return f"gpu{visible}"
 

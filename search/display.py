@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from .events import SearchEvents
+from .events import SearchEvents, TrialReport
 
 
 def _si(value: float | None, unit: str = "") -> str:
@@ -24,6 +24,18 @@ def _si(value: float | None, unit: str = "") -> str:
     return f"{value:.0f} {unit}".rstrip()
 
 
+def trial_progress(console: Console) -> Progress:
+    """The bar of trials finished out of the budget, with the elapsed time."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("trials"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
 class LiveSearchView(SearchEvents):
     """Progress bar (trial k of N), the running trial's phase, Pareto size, elapsed time.
 
@@ -33,14 +45,7 @@ class LiveSearchView(SearchEvents):
     def __init__(self, console: Console, objectives: list[str]) -> None:
         self.console = console
         self.objectives = objectives
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("trials"),
-            TimeElapsedColumn(),
-            console=console,
-        )
+        self.progress = trial_progress(console)
         self.status = Text("")
         self.task = self.progress.add_task("search", total=1)
         self.live = Live(Group(self.progress, self.status), console=console, refresh_per_second=4, transient=False)
@@ -73,31 +78,31 @@ class LiveSearchView(SearchEvents):
         if self.live.is_started:
             self.live.refresh()
 
-    def trial_finished(self, trial: FrozenTrial, finished: int, pareto_size: int) -> None:
+    def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None:
         self.pareto = pareto_size
         self.progress.update(self.task, completed=finished)
-        seconds = time.monotonic() - self.trial_started_at
-        screened = trial.user_attrs.get("screened")
-        if trial.state == TrialState.COMPLETE and screened:
-            broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in trial.constraints.items() if v > 0)
-            self.console.print(f"trial {trial.number}: screened out before training ({broken}) ({seconds:.1f} s)")
-        elif trial.state == TrialState.COMPLETE:
-            figures = ", ".join(
-                f"{name} {format_objective(name, value)}"
-                for name, value in zip(self.objectives, trial.values or [], strict=False)
-            )
-            self.console.print(
-                f"trial {trial.number}: {figures}, params {_si(trial.user_attrs.get('params'))}, "
-                f"FLOPs {_si(trial.user_attrs.get('flops'))} ({seconds:.1f} s)"
-            )
-        else:
-            self.console.print(f"[red]trial {trial.number} failed: {trial.user_attrs.get('fail_reason')}[/]")
+        self.console.print(trial_line(report, self.objectives, time.monotonic() - self.trial_started_at))
         self._status("done")
 
     def stop(self) -> None:
         if self.live.is_started:
             self.status.plain = ""
             self.live.stop()
+
+
+def trial_line(report: TrialReport, objectives: list[str], seconds: float | None = None) -> str:
+    """One finished trial as a line of Rich markup, for the log above the live view."""
+    seconds = report.seconds if seconds is None else seconds
+    took = f" ({seconds:.1f} s)" if seconds is not None else ""
+    if report.complete and report.screened:
+        broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in report.constraints.items() if v > 0)
+        return f"trial {report.number}: screened out before training ({broken}){took}"
+    if report.complete:
+        figures = ", ".join(
+            f"{name} {format_objective(name, value)}" for name, value in zip(objectives, report.values, strict=False)
+        )
+        return f"trial {report.number}: {figures}, params {_si(report.params)}, FLOPs {_si(report.flops)}{took}"
+    return f"[red]trial {report.number} failed: {escape(str(report.fail_reason))}[/]"
 
 
 def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:

@@ -1,45 +1,37 @@
-"""The study driver: create or resume the study, recover orphans, run trials to the budget."""
+"""The trial loop every worker runs: take the next trial within the budget, run it, record it.
+
+The same loop serves `nas search` in one process, each process of `nas search --workers N`
+and `nas worker` on other machines; they coordinate only through the study's database.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from nas import __version__
-from nas.storage import MeasurementCache, StorageURL, open_storage
+from nas.storage import MeasurementCache, study_lock, with_lock_retries
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 
 from .data import Dataset
-from .device import describe_device, device_label, unsupported_precisions
-from .errors import NasError, SearchInterrupted
-from .events import SearchEvents
+from .device import describe_device
+from .errors import SearchInterrupted
+from .events import SearchEvents, TrialReport
 from .hardware import HardwareProfiler
 from .recovery import recover_orphans, requeue
 from .space import SearchSpace
+from .study import JoinedStudy, SearchOptions, counts, make_sampler, prepare_study, restrict_to_device, worker_sampler
 from .worker import Heartbeat, WorkerIdentity
 
-MAX_CONSECUTIVE_FAILURES = 5
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    storage: StorageURL
-    study_name: str
-    trials: int
-    sampler: str
-    seed: int
-    timeout: float | None = None
-    max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
-    cache: bool = True  # reuse measurements of the same network on the same device
-    screening: bool = True  # reject infeasible candidates before training
+# How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
+# again: to finish promptly, and to take over the trial of a worker that died.
+IDLE_POLL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -49,67 +41,59 @@ class SearchOutcome:
     budget: int
     ran: int
     failed: int
-    stopped_by: str  # "budget", "timeout", "failures"
+    # budget, timeout, failures, interrupted (first Ctrl-C), recycle, orphaned (parent died)
+    stopped_by: str
 
 
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
-        # constant_liar: trials running in parallel workers count as pessimistic results, so
-        # workers do not all propose the same point.
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "gp":
+class Interrupts:
+    """Ctrl-C twice over: the first lets the running trial finish and starts no new one, the
+    second stops now. SIGTERM stops now. While `deferred`, stopping waits for the block's end,
+    so a trial is never left between ask() and the point where an interrupt is handled."""
+
+    def __init__(self, events: SearchEvents) -> None:
+        self.events = events
+        self.draining = False
+        self._pending = False
+        self._deferred = 0
+        self._previous: list[Any] = []
+
+    def _stop_now(self) -> None:
+        if self._deferred:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.draining:
+            self._stop_now()
+            return
+        self.draining = True
+        self.events.message("Stopping: the running trial will finish, no new one starts (Ctrl-C again: stop now).")
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._stop_now()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferred += 1
         try:
-            import torch  # noqa: F401  (GPSampler's dependency)
-        except ImportError:
-            raise NasError("sampler 'gp' needs PyTorch: pip install torch (or use tpe or nsga2)") from None
-        return optuna.samplers.GPSampler(seed=seed)
-    raise NasError(f"unknown sampler '{name}' (use tpe, nsga2, gp or random)")
+            yield
+        finally:
+            self._deferred -= 1
+            if not self._deferred and self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
 
+    def __enter__(self) -> Interrupts:
+        self._previous = [
+            signal.signal(signal.SIGINT, self._on_sigint),
+            signal.signal(signal.SIGTERM, self._on_sigterm),
+        ]
+        return self
 
-def _counts(study: optuna.Study) -> tuple[int, int]:
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    complete = sum(t.state == TrialState.COMPLETE for t in trials)
-    return complete, len(trials) - complete
-
-
-def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: str) -> optuna.Study:
-    """Load the study if it exists (checking it was made from this space), else create it."""
-    directions = list(space.spec.objectives.values())
-    names = list(space.spec.objectives)
-    try:
-        study = optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        study = optuna.create_study(study_name=name, storage=storage, directions=directions)
-        study.set_metric_names(names)
-        study.set_user_attr("nas_version", __version__)
-        study.set_user_attr("space_source", space.source)
-        study.set_user_attr("space", json.loads(space.fingerprint()))
-        return study
-    stored = study.user_attrs.get("space")
-    if stored is None:
-        raise NasError(f"study '{name}' exists but was not created by nas; choose another --study name")
-    if json.dumps(stored, sort_keys=True) != space.fingerprint():
-        raise NasError(
-            f"study '{name}' was created from a different space "
-            f"(from {study.user_attrs.get('space_source')}); use --study NEW_NAME for the changed space"
-        )
-    return study
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous[0])
+        signal.signal(signal.SIGTERM, self._previous[1])
 
 
 @contextlib.contextmanager
@@ -123,40 +107,59 @@ def _no_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous[1])
 
 
-def restrict_to_device(space: SearchSpace, device: dict[str, Any], events: SearchEvents) -> SearchSpace:
-    """Drop the precision policies this device cannot run well from this worker's space."""
-    unsupported = unsupported_precisions(device)
-    param = space.spec.compute.precision
-    values = [param.value] if param.fixed else list(param.choices)
-    kept = [v for v in values if v not in unsupported]
-    if kept == values:
-        return space
-    dropped = "; ".join(f"{v} ({unsupported[v]})" for v in values if v in unsupported)
-    if not kept:
-        raise NasError(f"compute.precision: nothing this {device_label(device)} can run: {dropped}")
-    events.message(f"Warning: removed from this worker's space: {dropped}")
-    return space.with_precisions(kept)
-
-
 def run_search(
     space: SearchSpace, options: SearchOptions, events: SearchEvents, data: Dataset | None = None
 ) -> SearchOutcome:
-    """Run the study to its budget; `data` replaces the space's dataset (Python callers)."""
-    from .data import load_dataset
-    from .trial import TrialRunner, describe_failure
-
+    """Create or resume the study and run it to its budget in this process; `data` replaces
+    the space's dataset (Python callers)."""
     # Everything that can reject the input is checked before the database is touched.
     make_sampler(options.sampler, options.seed)
     device_space = restrict_to_device(space, describe_device(), events)
-    storage = open_storage(options.storage)
-    study = open_study(space, storage, options.study_name)
-    for line in recover_orphans(study, GRACE_PERIOD_S):
-        events.message(line)
-    study.set_user_attr("budget", options.trials)
+    storage, study = prepare_study(space, options, events)
+    return _work(study, storage, device_space, options, events, data=data)
 
-    complete, _ = _counts(study)
-    # A resumed random or NSGA-II sampler with the same seed would replay its first proposals.
-    study.sampler = make_sampler(options.sampler, options.seed + len(study.trials))
+
+def run_worker(
+    joined: JoinedStudy,
+    events: SearchEvents,
+    *,
+    worker_index: int,
+    recycle_after: int | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> SearchOutcome:
+    """Join a study prepared elsewhere and run its trials until the budget is complete."""
+    device_space = restrict_to_device(joined.space, describe_device(), events)
+    return _work(
+        joined.study,
+        joined.storage,
+        device_space,
+        joined.options,
+        events,
+        worker_index=worker_index,
+        recycle_after=recycle_after,
+        keep_going=keep_going,
+    )
+
+
+def _work(
+    study: optuna.Study,
+    storage: optuna.storages.RDBStorage,
+    space: SearchSpace,
+    options: SearchOptions,
+    events: SearchEvents,
+    *,
+    data: Dataset | None = None,
+    worker_index: int = 0,
+    recycle_after: int | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> SearchOutcome:
+    from .data import load_dataset
+    from .placement import placement_attr
+    from .quiet import import_tensorflow
+    from .trial import TrialRunner
+
+    complete, _ = counts(study)
+    study.sampler = worker_sampler(options.sampler, options.seed, worker_index, len(study.trials))
     events.start(study.study_name, options.trials, complete)
     if complete >= options.trials:
         events.stop()
@@ -166,61 +169,98 @@ def run_search(
         data = load_dataset(space.spec.dataset)
     study.set_user_attr("dataset", data.summary())
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
-    runner = TrialRunner(
-        device_space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening
-    )
-    worker = WorkerIdentity.current()
-    started = time.monotonic()
-    ran = failed = consecutive_failures = 0
-    stopped_by = "budget"
+    runner = TrialRunner(space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening)
+    identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
+    loop = _TrialLoop(study, storage, runner, options, events, identity)
     try:
-        with _sigterm_as_interrupt():
-            while True:
-                complete, running = _counts(study)
-                if complete >= options.trials:
-                    break
-                if options.timeout is not None and time.monotonic() - started >= options.timeout:
-                    stopped_by = "timeout"
-                    break
-                if complete + running >= options.trials:
-                    # The rest of the budget is running elsewhere; wait for it, or for it to die.
-                    time.sleep(HEARTBEAT_INTERVAL_S)
-                    for line in recover_orphans(study, GRACE_PERIOD_S):
-                        events.message(line)
-                    continue
-
-                trial = study.ask()
-                try:
-                    storage.record_heartbeat(trial._trial_id)
-                    trial.set_user_attr("worker", worker.to_attr())
-                    events.trial_started(trial.number)
-                    with Heartbeat(storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
-                        outcome = runner.run(trial)
-                except KeyboardInterrupt:
-                    with _no_interrupts():
-                        trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
-                        frozen = study.tell(trial, state=TrialState.FAIL)
-                        # Not the trial's fault: run it again on resume without using a retry.
-                        requeue(study, frozen, count_retry=False)
-                    raise SearchInterrupted(
-                        f"trial {trial.number} was stopped and queued again; "
-                        f"{_counts(study)[0]} finished trials are saved."
-                    ) from None
-                except Exception as exc:
-                    trial.set_user_attr("fail_reason", describe_failure(exc))
-                    frozen = study.tell(trial, state=TrialState.FAIL)
-                    failed += 1
-                    consecutive_failures += 1
-                    events.trial_finished(frozen, complete, len(study.best_trials))
-                    if consecutive_failures >= options.max_consecutive_failures:
-                        stopped_by = "failures"
-                        break
-                    continue
-                frozen = study.tell(trial, outcome.values)
-                ran += 1
-                consecutive_failures = 0
-                events.trial_finished(frozen, complete + 1, len(study.best_trials))
+        with Interrupts(events) as interrupts:
+            stopped_by = loop.run(interrupts, recycle_after, keep_going)
     finally:
         events.stop()
-    complete, _ = _counts(study)
-    return SearchOutcome(study, complete, options.trials, ran, failed, stopped_by)
+    finished = counts(study)[0]
+    if finished >= options.trials:
+        stopped_by = "budget"  # a stop request that came with the last trial changes nothing
+    return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
+
+
+class _TrialLoop:
+    def __init__(
+        self,
+        study: optuna.Study,
+        storage: optuna.storages.RDBStorage,
+        runner: Any,
+        options: SearchOptions,
+        events: SearchEvents,
+        identity: dict[str, Any],
+    ) -> None:
+        self.study, self.storage, self.runner = study, storage, runner
+        self.options, self.events, self.identity = options, events, identity
+        self.ran = self.failed = self.consecutive_failures = 0
+
+    def _next_trial(self) -> tuple[optuna.Trial | None, bool]:
+        """(a new running trial or None, whether the budget is complete). Counting and asking
+        happen under the study's lock, so no two workers can start the budget's last trial."""
+        with study_lock(self.options.storage, self.storage.engine, self.study.study_name):
+            complete, running = counts(self.study)
+            if complete >= self.options.trials:
+                return None, True
+            if complete + running >= self.options.trials:
+                return None, False  # the rest is running elsewhere: wait for it, or for it to die
+            trial = with_lock_retries(self.study.ask)
+            self.storage.record_heartbeat(trial._trial_id)
+            trial.set_user_attr("worker", self.identity)
+            return trial, False
+
+    def run(self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool]) -> str:
+        started = time.monotonic()
+        while True:
+            for line in recover_orphans(self.study, GRACE_PERIOD_S):
+                self.events.message(line)
+            if interrupts.draining:
+                return "interrupted"
+            if not keep_going():
+                return "orphaned"
+            if self.options.timeout is not None and time.monotonic() - started >= self.options.timeout:
+                return "timeout"
+            if recycle_after is not None and self.ran + self.failed >= recycle_after:
+                return "recycle"
+            with interrupts.deferred():
+                trial, done = self._next_trial()
+            if done:
+                return "budget"
+            if trial is None:
+                time.sleep(IDLE_POLL_S)
+                continue
+            if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
+                return "failures"
+
+    def _run_one(self, trial: optuna.Trial) -> bool:
+        """Run and record one trial; True when it failed."""
+        from .trial import describe_failure
+
+        study = self.study
+        try:
+            self.events.trial_started(trial.number)
+            with Heartbeat(self.storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
+                outcome = self.runner.run(trial)
+        except KeyboardInterrupt:
+            with _no_interrupts():
+                trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
+                frozen = study.tell(trial, state=TrialState.FAIL)
+                # Not the trial's fault: run it again on resume without using a retry.
+                requeue(study, frozen, count_retry=False)
+            raise SearchInterrupted(
+                f"trial {trial.number} was stopped and queued again; {counts(study)[0]} finished trials are saved."
+            ) from None
+        except Exception as exc:
+            trial.set_user_attr("fail_reason", describe_failure(exc))
+            frozen = with_lock_retries(study.tell, trial, state=TrialState.FAIL)
+            self.failed += 1
+            self.consecutive_failures += 1
+            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
+            return True
+        frozen = with_lock_retries(study.tell, trial, outcome.values)
+        self.ran += 1
+        self.consecutive_failures = 0
+        self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
+        return False

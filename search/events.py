@@ -1,8 +1,53 @@
-"""What the search driver tells its display; the base class ignores everything."""
+"""What a search loop tells its display; the base class ignores everything.
+
+A finished trial travels as a TrialReport (plain data) rather than a FrozenTrial, so the
+same events can cross a pipe from a worker process to the parent's display.
+"""
 
 from __future__ import annotations
 
-from optuna.trial import FrozenTrial
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+
+@dataclass(frozen=True)
+class TrialReport:
+    number: int
+    complete: bool
+    values: list[float] = field(default_factory=list)
+    screened: str | None = None
+    constraints: dict[str, float] = field(default_factory=dict)
+    fail_reason: str | None = None
+    params: int | None = None
+    flops: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def from_trial(cls, trial: FrozenTrial) -> TrialReport:
+        attrs = trial.user_attrs
+        seconds = None
+        if trial.datetime_start and trial.datetime_complete:
+            seconds = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        return cls(
+            number=trial.number,
+            complete=trial.state == TrialState.COMPLETE,
+            values=list(trial.values or []),
+            screened=attrs.get("screened"),
+            constraints=dict(trial.constraints),
+            fail_reason=attrs.get("fail_reason"),
+            params=attrs.get("params"),
+            flops=attrs.get("flops"),
+            seconds=seconds,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialReport:
+        return cls(**data)
 
 
 class SearchEvents:
@@ -17,6 +62,6 @@ class SearchEvents:
     def phase(self, text: str) -> None:
         """The running trial entered a phase (build, measure, train epoch k/n...)."""
 
-    def trial_finished(self, trial: FrozenTrial, finished: int, pareto_size: int) -> None: ...
+    def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None: ...
 
     def stop(self) -> None: ...

@@ -69,11 +69,15 @@ def import_tensorflow() -> ModuleType:
     global _tf
     if _tf is not None:
         return _tf
+    from .placement import apply_before_import, configure_tensorflow
+
     set_debug(_debug)
+    apply_before_import()
     with _fd2_captured():
         import tensorflow as tf
 
         tf.get_logger().setLevel(logging.DEBUG if _debug else logging.ERROR)
+        configure_tensorflow(tf)  # a worker's threads and GPU memory, before the runtime starts
         tf.config.list_physical_devices()  # device init is where the CUDA lines come from
         with contextlib.suppress(ImportError):
             import absl.logging

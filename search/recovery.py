@@ -61,7 +61,9 @@ def recover_orphans(study: optuna.Study, grace_s: float) -> list[str]:
     stale = _stale_heartbeat_ids(study)
     storage = study._storage
     done = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    # Unfiltered: served from Optuna's cache of finished trials, unlike a state filter.
+    running = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    for trial in running:
         reason = _orphan_reason(trial, stale, grace_s)
         if reason is None:
             continue

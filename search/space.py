@@ -165,9 +165,12 @@ class Candidate:
 class SearchSpace:
     """A validated space: names its searchable parameters and turns samples into Candidates."""
 
-    def __init__(self, spec: SpaceSpec, source: str = "<dict>") -> None:
+    def __init__(self, spec: SpaceSpec, source: str = "<dict>", document: dict[str, Any] | None = None) -> None:
         self.spec = spec
         self.source = source
+        # The mapping the space was read from: stored on the study so that `nas worker` on
+        # another machine rebuilds the same space without the file.
+        self.document = document
 
     @property
     def name(self) -> str:
@@ -242,7 +245,7 @@ class SearchSpace:
         the others)."""
         param = Param("str", value=allowed[0]) if len(allowed) == 1 else Param("str", choices=tuple(allowed))
         compute = self.spec.compute.model_copy(update={"precision": param})
-        return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source)
+        return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source, self.document)
 
     def fingerprint(self) -> str:
         """What must not change under a running study: everything but `name` and `search`."""
@@ -324,7 +327,7 @@ def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
     if not isinstance(data, dict):
         raise NasError(f"{source}: a space file must be a mapping with name, model, ... at its top level")
     try:
-        return SearchSpace(SpaceSpec.model_validate(data), source)
+        return SearchSpace(SpaceSpec.model_validate(data), source, data)
     except ValidationError as exc:
         raise NasError(f"{source}: {format_validation_error(exc)}") from None
 

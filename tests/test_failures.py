@@ -12,9 +12,10 @@ from nas.search import quiet
 quiet.import_tensorflow()
 
 from nas.search.data import Dataset, load_dataset  # noqa: E402
-from nas.search.driver import SearchOptions, run_search  # noqa: E402
+from nas.search.driver import run_search  # noqa: E402
 from nas.search.events import SearchEvents  # noqa: E402
 from nas.search.space import load_space  # noqa: E402
+from nas.search.study import SearchOptions  # noqa: E402
 from nas.storage import resolve_storage_url  # noqa: E402
 
 

@@ -19,12 +19,12 @@ import keras  # noqa: E402
 
 from nas.search.device import describe_device, device_key, lock_name, unsupported_precisions  # noqa: E402
 from nas.search.devicelock import DeviceLock  # noqa: E402
-from nas.search.driver import restrict_to_device  # noqa: E402
 from nas.search.errors import NasError  # noqa: E402
 from nas.search.events import SearchEvents  # noqa: E402
 from nas.search.hardware import HardwareProfiler, architecture_signature  # noqa: E402
 from nas.search.model import build_model  # noqa: E402
 from nas.search.space import MeasureSpec, load_space, space_from_dict  # noqa: E402
+from nas.search.study import restrict_to_device  # noqa: E402
 from nas.search.trial import precision_policy  # noqa: E402
 from nas.storage import MeasurementCache, open_storage, resolve_storage_url  # noqa: E402
 

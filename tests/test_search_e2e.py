@@ -146,9 +146,24 @@ def test_kill_9_mid_trial_then_resume(finished_study: Path) -> None:
     assert _states(study) == {"COMPLETE": 5, "FAIL": 1}
 
 
-def test_ctrl_c_fails_and_requeues_the_running_trial(finished_study: Path) -> None:
+def test_first_ctrl_c_lets_the_running_trial_finish(finished_study: Path) -> None:
+    process = start_nas("search", "tiny", "--trials", "5", cwd=finished_study)
+    running = _wait_for_running_trial(finished_study, process, after=3, phase="build")
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    assert "Stopping: the running trial will finish" in stderr
+    assert "Stopped: 4 of 5 trials finished and saved, none left running" in stderr
+    study = _study(finished_study)
+    assert study.trials[running.number].state == TrialState.COMPLETE
+    assert _states(study) == {"COMPLETE": 4}
+
+
+def test_second_ctrl_c_fails_and_requeues_the_running_trial(finished_study: Path) -> None:
     process = start_nas("search", "tiny", "--trials", "4", cwd=finished_study)
     victim = _wait_for_running_trial(finished_study, process, after=3, phase="build")
+    os.kill(process.pid, signal.SIGINT)
+    time.sleep(0.5)  # two presses at once reach Python as one signal
     os.kill(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr

@@ -1,0 +1,261 @@
+"""Worker pools through the real CLI: real processes, real SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from .conftest import REPO, drop_study, run_nas, server_url, start_nas
+
+
+def _study(storage: str, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def _states(study: optuna.Study) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+def _cheap_space(folder: Path) -> Path:
+    """The tiny preset with a parameter limit no candidate meets: every trial is screened
+    right after building its network (well under a second), so hundreds of real trials
+    exercise the storage, the budget and the workers rather than the CPU."""
+    space = yaml.safe_load((REPO / "spaces" / "tiny.yaml").read_text())
+    space["name"] = "cheap"
+    space["constraints"] = {"max_params": 100}
+    path = folder / "cheap.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+class _Lines:
+    """Collect a running process's stderr so a test can wait for a line."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert process.stderr is not None
+        self._thread = threading.Thread(target=self._read, args=(process.stderr,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"'{text}' never appeared in:\n{''.join(self.lines)}")
+
+    def text(self) -> str:
+        self._thread.join(timeout=30)
+        return "".join(self.lines)
+
+
+def _wait_for_running(storage: str, name: str, phase: str, timeout: float = 300) -> optuna.trial.FrozenTrial:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for t in _study(storage, name).get_trials(states=(TrialState.RUNNING,)):
+                if phase in t.user_attrs.get("durations", {}) and "worker" in t.user_attrs:
+                    return t
+        except (KeyError, optuna.exceptions.StorageInternalError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"no trial of {name} reached {phase}")
+
+
+def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
+    result = run_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "Starting 2 workers: CPU, cpu 0, 1 threads; CPU, cpu 1, 1 threads" in result.stderr
+    study = _study("sqlite:///nas.db", "tiny")
+    assert _states(study) == {"COMPLETE": 6}
+    workers = [t.user_attrs["worker"] for t in study.trials]
+    assert {w["index"] for w in workers} == {0, 1}
+    # Disjoint cores, and TensorFlow's pools sized to them.
+    assert {w["index"]: tuple(w["cpus"]) for w in workers} == {0: (0,), 1: (1,)}
+    assert all(w["intra_op_threads"] == 1 for w in workers)
+    # Each worker seeds its own sampler: two workers never start from the same proposal.
+    first = {w["index"]: t.params for w, t in reversed(list(zip(workers, study.trials, strict=True)))}
+    assert first[0] != first[1]
+    # The Pareto front is printed once, by the parent.
+    assert result.stdout.count("Pareto front of 'tiny'") == 1
+
+
+def test_gpu_assignment_reaches_each_worker(workdir: Path) -> None:
+    """On a machine without GPUs the placement is still real: each worker process gets its
+    CUDA_VISIBLE_DEVICES and thread settings (TensorFlow then finds no GPU there)."""
+    result = run_nas(
+        "search", "tiny", "--gpus", "0,1", "--workers", "4", "--workers-per-gpu", "2", "--trials", "8", cwd=workdir
+    )
+    assert result.returncode == 0, result.stderr
+    study = _study("sqlite:///nas.db", "tiny")
+    assert _states(study) == {"COMPLETE": 8}
+    seen = {}
+    for t in study.trials:
+        w = t.user_attrs["worker"]
+        seen[w["index"]] = (w["cuda_visible_devices"], w["intra_op_threads"], w["inter_op_threads"], w["gpus_seen"])
+    # Round-robin over the GPUs; four workers on two cores get one core and one thread each.
+    expected = {0: ("0", 1, 1, 0), 1: ("1", 1, 1, 0), 2: ("0", 1, 1, 0), 3: ("1", 1, 1, 0)}
+    assert {i: seen[i] for i in seen} == {i: expected[i] for i in seen}
+    assert len(seen) >= 3, seen  # workers start staggered; nearly always all four run trials
+
+
+def test_kill_9_of_one_worker_mid_trial(workdir: Path) -> None:
+    storage = "sqlite:///nas.db"
+    parent = start_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir)
+    lines = _Lines(parent)
+    victim = _wait_for_running(storage, "tiny", "measure")
+    pid = victim.user_attrs["worker"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    parent.wait(timeout=600)
+    stderr = lines.text()
+    assert parent.returncode == 0, stderr
+    assert f"(pid {pid}) ended with signal 9" in stderr
+    study = _study(storage, "tiny")
+    killed = study.trials[victim.number]
+    assert killed.state == TrialState.FAIL
+    assert f"worker process {pid}" in killed.user_attrs["fail_reason"]
+    retried = [t for t in study.trials if t.user_attrs.get("retry_of") == victim.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    assert retried[0].params == victim.params
+    assert _states(study) == {"COMPLETE": 6, "FAIL": 1}
+
+
+def _four_by_hundred(workdir: Path, storage: str, name: str) -> None:
+    space = _cheap_space(workdir)
+    result = run_nas(
+        "search", str(space), "--study", name, "--storage", storage, "--workers", "4", "--trials", "400", cwd=workdir
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "locked" not in result.stderr and "Traceback" not in result.stderr
+    study = _study(storage, name)
+    assert _states(study) == {"COMPLETE": 400}
+    per_worker: dict[int, int] = {}
+    for t in study.trials:
+        index = t.user_attrs["worker"]["index"]
+        per_worker[index] = per_worker.get(index, 0) + 1
+        assert t.user_attrs["screened"] == "static"
+    assert sorted(per_worker) == [0, 1, 2, 3], per_worker
+    # Workers recycle every 50 trials by default: more processes than workers ran.
+    assert len({t.user_attrs["worker"]["pid"] for t in study.trials}) > 4
+
+
+def test_four_workers_400_trials_on_one_new_sqlite_file(workdir: Path) -> None:
+    _four_by_hundred(workdir, "sqlite:///fresh.db", "cheap")
+
+
+def test_four_workers_400_trials_on_postgresql(workdir: Path) -> None:
+    url = server_url("postgresql")
+    name = f"nas-test-{uuid.uuid4().hex[:8]}"
+    try:
+        _four_by_hundred(workdir, url, name)
+    finally:
+        drop_study(url, name)
+
+
+def test_workers_on_mariadb(workdir: Path) -> None:
+    url = server_url("mysql")
+    name = f"nas-test-{uuid.uuid4().hex[:8]}"
+    space = _cheap_space(workdir)
+    try:
+        result = run_nas(
+            "search", str(space), "--study", name, "--storage", url, "--workers", "2", "--trials", "40", cwd=workdir
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert _states(_study(url, name)) == {"COMPLETE": 40}
+    finally:
+        drop_study(url, name)
+
+
+def test_sigint_to_the_parent_lets_running_trials_finish(workdir: Path) -> None:
+    storage = "sqlite:///nas.db"
+    parent = start_nas("search", "tiny", "--workers", "2", "--trials", "30", cwd=workdir)
+    lines = _Lines(parent)
+    running = _wait_for_running(storage, "tiny", "build")
+    parent.send_signal(signal.SIGINT)
+    parent.wait(timeout=300)
+    stderr = lines.text()
+    assert parent.returncode == 130, stderr
+    assert "Stopping: running trials will finish" in stderr
+    assert "none left running" in stderr
+    study = _study(storage, "tiny")
+    states = _states(study)
+    assert "RUNNING" not in states and "WAITING" not in states and "FAIL" not in states, states
+    assert study.trials[running.number].state == TrialState.COMPLETE  # it was allowed to finish
+    assert states["COMPLETE"] < 30
+
+
+def test_second_sigint_stops_now_and_requeues(workdir: Path) -> None:
+    storage = "sqlite:///nas.db"
+    parent = start_nas("search", "tiny", "--workers", "2", "--trials", "30", cwd=workdir)
+    lines = _Lines(parent)
+    _wait_for_running(storage, "tiny", "build")
+    parent.send_signal(signal.SIGINT)
+    lines.wait_for("Stopping: running trials will finish")
+    parent.send_signal(signal.SIGINT)
+    parent.wait(timeout=300)
+    stderr = lines.text()
+    assert parent.returncode == 130, stderr
+    assert "Run the same command again to resume" in stderr
+    study = _study(storage, "tiny")
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    stopped = study.get_trials(states=(TrialState.FAIL,))
+    assert stopped and all(t.user_attrs["fail_reason"].startswith("interrupted") for t in stopped)
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert sorted(t.user_attrs["retry_of"] for t in queued) == sorted(t.number for t in stopped)
+
+
+def test_nas_worker_joins_a_study_and_finishes_its_budget(workdir: Path) -> None:
+    # --timeout 0 prepares the study (budget 2) and starts nothing; a worker then runs it.
+    prepared = run_nas("search", "tiny", "--trials", "2", "--timeout", "0", cwd=workdir)
+    assert prepared.returncode == 0, prepared.stderr
+    assert _states(_study("sqlite:///nas.db", "tiny")) == {}
+    joined = run_nas("worker", "--study", "tiny", cwd=workdir)
+    assert joined.returncode == 0, joined.stderr
+    assert _states(_study("sqlite:///nas.db", "tiny")) == {"COMPLETE": 2}
+    again = run_nas("worker", "--study", "tiny", cwd=workdir)
+    assert again.returncode == 0 and "Budget complete: 2 of 2" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["worker", "--study", "nope"], "study 'nope' not found"),
+        (["search", "tiny", "--gpus", "0,x"], "--gpus '0,x': expected GPU indices"),
+        (["search", "tiny", "--gpus", "0,0"], "a GPU is listed twice"),
+        (["search", "tiny", "--workers-per-gpu", "2"], "--workers-per-gpu needs --gpus"),
+        (["search", "tiny", "--gpus", "0", "--workers", "3"], "--workers 3 is more than 1 GPU(s)"),
+    ],
+)
+def test_bad_worker_options(workdir: Path, args: list[str], message: str) -> None:
+    if args[0] == "worker":
+        assert run_nas("search", "tiny", "--timeout", "0", cwd=workdir).returncode == 0
+    result = run_nas(*args, cwd=workdir)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.stderr
+
+
+def test_worker_masks_the_password_of_its_storage(workdir: Path) -> None:
+    result = run_nas(
+        "worker", "--study", "x", "--storage", "postgresql+psycopg://u:hunter2@127.0.0.1:1/db", cwd=workdir
+    )
+    assert result.returncode == 2
+    assert "hunter2" not in result.stderr + result.stdout and "***" in result.stderr
