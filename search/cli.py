@@ -205,9 +205,15 @@ def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_aft
 
 def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: int, index: int, fd: int) -> None:
     """A pool's worker: everything, errors included, goes to the parent over the pipe."""
+    import signal
+
     from . import quiet
     from .pipe_events import PipeEvents
 
+    # A Ctrl-C forwarded while this worker is still starting (importing TensorFlow, loading
+    # data) means "start no trial": note it instead of dying with a KeyboardInterrupt.
+    early_stop: list[bool] = []
+    signal.signal(signal.SIGINT, lambda *_: early_stop.append(True))
     events = PipeEvents(fd)
     parent = os.getppid()
     try:
@@ -222,9 +228,10 @@ def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: 
             events,
             worker_index=index,
             recycle_after=recycle_after or None,
-            keep_going=lambda: not events.parent_gone and os.getppid() == parent,
+            keep_going=lambda: not early_stop and not events.parent_gone and os.getppid() == parent,
         )
-        events.send("outcome", stopped_by=outcome.stopped_by, ran=outcome.ran, failed=outcome.failed)
+        stopped_by = "interrupted" if early_stop and outcome.stopped_by == "orphaned" else outcome.stopped_by
+        events.send("outcome", stopped_by=stopped_by, ran=outcome.ran, failed=outcome.failed)
     except NasError as exc:
         events.send("error", text=str(exc))
     except (SearchInterrupted, KeyboardInterrupt) as exc:
