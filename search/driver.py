@@ -113,8 +113,12 @@ def run_search(
     """Create or resume the study and run it to its budget in this process; `data` replaces
     the space's dataset (Python callers)."""
     # Everything that can reject the input is checked before the database is touched.
+    from .data import load_dataset
+
     make_sampler(options.sampler, options.seed)
     device_space = restrict_to_device(space, describe_device(), events)
+    if data is None:
+        data = load_dataset(space.spec.dataset, warn=events.message)  # bad data: nothing written yet
     storage, study = prepare_study(space, options, events)
     return _work(study, storage, device_space, options, events, data=data)
 
@@ -153,7 +157,7 @@ def _work(
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> SearchOutcome:
-    from .data import load_dataset
+    from .data import delivery_rate, load_dataset
     from .placement import placement_attr
     from .quiet import import_tensorflow
     from .trial import TrialRunner
@@ -166,10 +170,23 @@ def _work(
         return SearchOutcome(study, complete, options.trials, 0, 0, "budget")
 
     if data is None:
-        data = load_dataset(space.spec.dataset)
+        data = load_dataset(space.spec.dataset, warn=events.message)
+    batch = space.spec.training.batch_size
+    smallest = int(batch.value if batch.fixed else min(batch.choices) if batch.choices else batch.low or 32)
+    delivery = delivery_rate(data, smallest)
     study.set_user_attr("dataset", data.summary())
+    study.set_user_attr("pipeline", {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
-    runner = TrialRunner(space, data, profiler, seed=options.seed, on_phase=events.phase, screening=options.screening)
+    runner = TrialRunner(
+        space,
+        data,
+        profiler,
+        seed=options.seed,
+        on_phase=events.phase,
+        screening=options.screening,
+        delivery=delivery,
+        warn=events.message,
+    )
     identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
     loop = _TrialLoop(study, storage, runner, options, events, identity)
     try:

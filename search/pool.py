@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -29,6 +30,7 @@ from .errors import NasError, SearchInterrupted
 from .events import SearchEvents
 from .placement import Placement
 from .recovery import recover_orphans
+from .sources import check_source
 from .space import SearchSpace
 from .study import SearchOptions, counts, make_sampler, prepare_study, restrict_to_device
 
@@ -107,6 +109,7 @@ class WorkerPool:
         self.events: queue.Queue[tuple[Slot, dict[str, Any]]] = queue.Queue()
         self.interrupts = 0
         self.stopping = False
+        self.started = time.monotonic()
 
     # --- processes -------------------------------------------------------------------
     def _start(self, slot: Slot) -> None:
@@ -115,7 +118,9 @@ class WorkerPool:
         command = [sys.executable, "-m", "nas", "worker", "--study", self.options.study_name]
         command += ["--report-fd", str(write_fd), "--recycle-after", str(self.recycle_after or 0)]
         if self.options.timeout is not None:
-            command += ["--timeout", str(self.options.timeout)]
+            # What is left of the search's timeout: a replacement worker must not start afresh.
+            left = max(0.0, self.options.timeout - (time.monotonic() - self.started))
+            command += ["--timeout", f"{left:.1f}"]
         if self.debug:
             command.append("--debug")
         # The password travels in the environment, never on a command line `ps` shows.
@@ -236,6 +241,7 @@ class WorkerPool:
         if all(s.placement.gpu is None for s in self.slots):
             # CPU workers: the precision check needs no TensorFlow (GPU workers check their own).
             restrict_to_device(space, {"kind": "cpu"}, _ViewEvents(self.view))
+        check_source(space.spec.dataset)
         _, study = prepare_study(space, self.options, _ViewEvents(self.view))
         finished, _ = counts(study)
         self.view.start(study.study_name, self.options.trials, finished, self.slots)

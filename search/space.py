@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import optuna
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import NasError
 from .params import Check, Kind, Param, between, one_of, parse_param
@@ -24,12 +25,57 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
 
+class TFRecordSpec(_Spec):
+    image_feature: str = "image"
+    image_type: Literal["encoded", "raw"] = Field("encoded", description="encoded: JPEG/PNG/BMP/GIF bytes")
+    raw_shape: tuple[int, int, int] | None = Field(None, description="(H, W, C) of raw uint8 images")
+    label_feature: str = "label"
+    label_type: Literal["int64", "string"] = "int64"
+
+    @model_validator(mode="after")
+    def _raw_needs_shape(self) -> TFRecordSpec:
+        if self.image_type == "raw" and self.raw_shape is None:
+            raise ValueError("raw_shape: required when image_type is raw")
+        return self
+
+
+class AugmentationSpec(_Spec):
+    """Random transforms of training batches, run on the device as Keras preprocessing layers."""
+
+    flip: Literal["none", "horizontal", "vertical", "both"] = "none"
+    rotation: float = Field(0.0, ge=0, le=0.5, description="up to this fraction of a full turn")
+    crop: float = Field(0.0, ge=0, lt=1, description="zoom in by up to this fraction (a random crop)")
+    contrast: float = Field(0.0, ge=0, le=1)
+
+    @property
+    def active(self) -> bool:
+        return self.flip != "none" or bool(self.rotation or self.crop or self.contrast)
+
+
 class DatasetSpec(_Spec):
-    source: Literal["digits"] = "digits"
+    source: Literal["digits", "folder", "npz", "tfrecord"] = "digits"
+    path: str | None = Field(None, description="folder, .npz file, or TFRecord file/folder")
+    validation_path: str | None = Field(None, description="an explicit validation set of the same kind")
     image_size: int = Field(16, ge=8, le=512, description="images are resized once to this size")
+    channels: Literal[1, 3] | None = Field(None, description="default: 1 for digits, 3 otherwise")
+    classes: list[str] | None = Field(None, min_length=2, description="names of integer labels 0..K-1")
     validation_fraction: float = Field(0.2, gt=0, lt=1)
     subset: int | None = Field(None, ge=20, description="use only this many images (stratified)")
     seed: int = 0
+    on_corrupt: Literal["skip", "error"] = "skip"
+    cache: Literal["auto", "memory", "disk"] = "auto"
+    tfrecord: TFRecordSpec = TFRecordSpec()
+    augmentation: AugmentationSpec = AugmentationSpec()
+
+    @model_validator(mode="after")
+    def _path_matches_source(self) -> DatasetSpec:
+        if self.source == "digits" and (self.path or self.validation_path):
+            raise ValueError("path: the built-in digits take no path (set source: folder, npz or tfrecord)")
+        if self.source != "digits" and not self.path:
+            raise ValueError(f"path: required for source {self.source}")
+        if self.source == "digits" and self.channels == 3:
+            raise ValueError("channels: digits are grayscale (1 channel)")
+        return self
 
 
 class StageSpec(_Spec):
@@ -302,6 +348,9 @@ def format_validation_error(exc: ValidationError) -> str:
     if err["type"] == "missing":
         return f"{where}: required key is missing"
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "value_error" and (key := re.match(r"^([a-z_]+): ", msg)):
+        # A check across keys names the key it is about: report it at that key's path.
+        return f"{where}.{key.group(1)}: {msg[key.end() :]}"
     if err["type"] in ("literal_error", "string_pattern_mismatch") or msg.startswith("Input should"):
         msg = f"{err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
     return f"{where}: {msg}"
@@ -342,4 +391,22 @@ def load_space(ref: str) -> SearchSpace:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise NasError(f"{source}: {where}invalid YAML ({problem})") from None
+    if isinstance(data, dict) and source == str(Path(ref)):
+        data = _with_absolute_paths(data, Path(ref).resolve().parent)
     return space_from_dict(data, source)
+
+
+def _with_absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Data paths in a space file are relative to the file, so a study (and `nas worker`,
+    which reads the space from the study) finds them from any working folder."""
+    dataset = data.get("dataset")
+    if not isinstance(dataset, dict):
+        return data
+    fixed = dict(dataset)
+    for key in ("path", "validation_path"):
+        value = fixed.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            fixed[key] = str(base / value)
+        elif isinstance(value, str) and value:
+            fixed[key] = str(Path(value).expanduser())
+    return {**data, "dataset": fixed}

@@ -20,7 +20,7 @@ import keras
 
 from .data import Dataset, pipeline
 from .quiet import import_tensorflow
-from .space import Candidate
+from .space import AugmentationSpec, Candidate
 
 EpochCallback = Callable[[int, int, dict[str, float]], None]
 
@@ -35,6 +35,23 @@ class TrainResult:
     loss: float
     history: dict[str, list[float]]  # per epoch: loss, accuracy, val_loss, val_accuracy
     seconds: float
+    images_per_s: float  # training images per second after the first epoch (which traces)
+
+
+def make_augmenter(spec: AugmentationSpec, seed: int) -> keras.Sequential | None:
+    """Keras preprocessing layers for training batches; they run inside the compiled train
+    step, on the device, and are not part of the model that is measured or exported."""
+    layers: list[keras.layers.Layer] = []
+    if spec.flip != "none":
+        mode = "horizontal_and_vertical" if spec.flip == "both" else spec.flip
+        layers.append(keras.layers.RandomFlip(mode, seed=seed))
+    if spec.rotation:
+        layers.append(keras.layers.RandomRotation(spec.rotation, fill_mode="reflect", seed=seed + 1))
+    if spec.crop:
+        layers.append(keras.layers.RandomZoom((-spec.crop, 0.0), fill_mode="reflect", seed=seed + 2))
+    if spec.contrast:
+        layers.append(keras.layers.RandomContrast(spec.contrast, value_range=(0, 1), seed=seed + 3))
+    return keras.Sequential(layers, name="augmentation") if layers else None
 
 
 def make_optimizer(
@@ -66,7 +83,14 @@ class _Steps:
     """The compiled train and evaluation steps of one model, with in-graph accumulators so
     the device is synchronised once per epoch, not once per batch."""
 
-    def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, *, jit_compile: bool) -> None:
+    def __init__(
+        self,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        *,
+        jit_compile: bool,
+        augment: keras.Sequential | None = None,
+    ) -> None:
         tf = import_tensorflow()
         self.tf = tf
         loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction="sum")
@@ -86,6 +110,8 @@ class _Steps:
 
         @tf.function(input_signature=signature, jit_compile=jit_compile)  # type: ignore[untyped-decorator]
         def train_step(x: Any, y: Any) -> None:
+            if augment is not None:
+                x = tf.cast(augment(x, training=True), x.dtype)
             with tf.GradientTape() as tape:
                 probs = model(x, training=True)
                 loss_sum = loss_fn(y, probs)
@@ -123,16 +149,21 @@ def train_and_evaluate(
     *,
     seed: int,
     on_epoch: EpochCallback = lambda *_: None,
+    augmentation: AugmentationSpec | None = None,
 ) -> TrainResult:
     started = time.perf_counter()
     steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
     optimizer = make_optimizer(c.optimizer, c.learning_rate, steps_per_epoch * c.epochs, precision=c.precision)
-    steps = _Steps(model, optimizer, jit_compile=c.xla)
+    augment = make_augmenter(augmentation, seed) if augmentation is not None else None
+    steps = _Steps(model, optimizer, jit_compile=c.xla, augment=augment)
     train = pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed)
     val = pipeline(data.x_val, data.y_val, max(c.batch_size, 256), shuffle_seed=None)
     history: dict[str, list[float]] = {"loss": [], "accuracy": [], "val_loss": [], "val_accuracy": []}
+    epoch_seconds = []
     for epoch in range(1, c.epochs + 1):
+        t0 = time.perf_counter()
         loss, accuracy = steps.run(steps.train_step, train)
+        epoch_seconds.append(time.perf_counter() - t0)
         if not math.isfinite(loss):
             raise TrainingDiverged(f"training loss became {loss} in epoch {epoch} of {c.epochs}")
         val_loss, val_accuracy = steps.run(steps.eval_step, val)
@@ -141,4 +172,8 @@ def train_and_evaluate(
         on_epoch(epoch, c.epochs, {"loss": loss, "val_accuracy": val_accuracy})
     # The final model is what a user would deploy, so its accuracy is the objective (not the
     # best epoch's).
-    return TrainResult(history["val_accuracy"][-1], history["val_loss"][-1], history, time.perf_counter() - started)
+    steady = epoch_seconds[1:] or epoch_seconds
+    rate = len(data.y_train) * len(steady) / max(sum(steady), 1e-9)
+    return TrainResult(
+        history["val_accuracy"][-1], history["val_loss"][-1], history, time.perf_counter() - started, rate
+    )

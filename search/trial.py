@@ -19,6 +19,8 @@ from .space import ConstraintsSpec, SearchSpace
 from .train import train_and_evaluate
 
 PhaseCallback = Callable[[str], None]
+# Training at this fraction of the pipeline's delivery rate (or more) is starved for input.
+INPUT_BOUND_RATIO = 0.8
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,33 @@ class TrialRunner:
         seed: int,
         on_phase: PhaseCallback,
         screening: bool = True,
+        delivery: float | None = None,
+        warn: Callable[[str], None] = lambda _: None,
     ) -> None:
+        self.delivery = delivery  # images/s the input pipeline delivers, measured once
+        self.warn = warn
+        self.warned = False
         self.space = space
         self.data = data
         self.profiler = profiler
         self.seed = seed
         self.on_phase = on_phase
         self.screening = screening
+
+    def _check_input_bound(self, trial: optuna.Trial, training_rate: float) -> None:
+        """Training that consumes images nearly as fast as the pipeline delivers them is
+        waiting for data: the trial's figures then say more about the input than the model."""
+        if self.delivery is None:
+            return
+        bound = training_rate >= INPUT_BOUND_RATIO * self.delivery
+        trial.set_user_attr("input_bound", bound)
+        if bound and not self.warned:
+            self.warned = True
+            self.warn(
+                f"Warning: the input pipeline is the bottleneck: it delivers {self.delivery:,.0f} images/s and "
+                f"trial {trial.number} trained at {training_rate:,.0f} images/s (use dataset.cache: memory, a smaller "
+                "image_size, or faster storage)"
+            )
 
     def _values(self, accuracy: float, cost: HardwareCost | None) -> list[float]:
         figures = {"accuracy": accuracy, "throughput": cost.primary.images_per_s if cost else 0.0}
@@ -141,10 +163,17 @@ class TrialRunner:
 
                 with phase("train"), self.profiler.lock.shared():
                     result = train_and_evaluate(
-                        model, candidate, self.data, seed=self.seed + trial.number, on_epoch=on_epoch
+                        model,
+                        candidate,
+                        self.data,
+                        seed=self.seed + trial.number,
+                        on_epoch=on_epoch,
+                        augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
                     )
                     trial.set_user_attr("history", result.history)
                     trial.set_user_attr("val_loss", result.loss)
+                    trial.set_user_attr("train_images_per_s", round(result.images_per_s, 1))
+                    self._check_input_bound(trial, result.images_per_s)
             return TrialOutcome(self._values(result.accuracy, cost))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a
