@@ -1,9 +1,9 @@
 """Time to a good Pareto front: nas against KerasTuner, same space, same budget, same machine.
 
-    python benchmarks/compare.py [--budget 120] [--seeds 3] [--out compare.json] [--plot hv.png]
+    python benchmarks/compare.py [--budget 60] [--seeds 3] [--out compare.json] [--plot hv.png]
     python benchmarks/compare.py --quick          # about 3 minutes: 1 seed, 35 s per contender
 
-Contenders, run one after another in this process, each for the same wall-clock budget
+Contenders, run one after another, each in a fresh process, for the same wall-clock budget
 per seed ("start no trial after B seconds"), on the same data and space:
   - nas, default sampler (TPE, multivariate, constant liar) and screening;
   - nas, random sampler;
@@ -27,6 +27,8 @@ import itertools
 import json
 import math
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -92,6 +94,7 @@ def overhead(points: list[Point], *, count_build: bool = True) -> float:
 
 
 def make_space(folder: Path, epochs: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     space = yaml.safe_load((HERE.parent / "spaces" / "tiny.yaml").read_text())
     space["name"] = "compare"
     space["dataset"].pop("subset")  # all 1,797 digits
@@ -191,6 +194,32 @@ def run_kerastuner(space: Any, data: Any, kind: str, seed: int, budget: float, f
     return points
 
 
+def run_isolated(name: str, seed: int, budget: float, epochs: int, folder: Path) -> list[Point]:
+    """One contender and seed in a fresh process: in one long-lived process every tool slows
+    down as TensorFlow state piles up (per-trial overhead tripled by the third seed in a
+    first version of this script), which would penalise whoever runs later."""
+    out = folder / f"points-{seed}-{list(CONTENDERS).index(name)}.json"
+    command = [sys.executable, __file__, "--run-one", name, "--seed", str(seed), "--budget", str(budget)]
+    command += ["--epochs", str(epochs), "--out", str(out)]
+    subprocess.run(command, check=True, cwd=folder)
+    return [Point(**p) for p in json.loads(out.read_text())]
+
+
+def run_one(name: str, seed: int, budget: float, epochs: int, out: Path) -> None:
+    from nas.search import quiet
+
+    quiet.set_debug(False)
+    quiet.import_tensorflow()
+    from nas.search.data import load_dataset
+    from nas.search.space import load_space
+
+    folder = out.parent
+    space = load_space(str(make_space(folder / f"space-{seed}", epochs)))
+    data = load_dataset(space.spec.dataset)
+    points = CONTENDERS[name](space, data, seed, budget, folder)
+    out.write_text(json.dumps([asdict(p) for p in points]))
+
+
 CONTENDERS = {
     "nas (tpe)": lambda s, d, seed, b, f: run_nas(s, d, "tpe", seed, b, f),
     "nas (random)": lambda s, d, seed, b, f: run_nas(s, d, "random", seed, b, f),
@@ -249,32 +278,27 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=120.0, help="seconds per contender and seed")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds per contender and seed")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1 seed, 35 s per contender")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run_one is not None:
+        run_one(args.run_one, args.seed, args.budget, args.epochs, args.out)
+        return
     if args.quick:
         args.budget, args.seeds = 35.0, 1
-
-    from nas.search import quiet
-
-    quiet.set_debug(False)
-    quiet.import_tensorflow()
-    from nas.search.data import load_dataset
-    from nas.search.space import load_space
 
     started = time.perf_counter()
     runs: dict[str, list[list[Point]]] = {name: [] for name in CONTENDERS}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        space = load_space(str(make_space(folder, args.epochs)))
-        data = load_dataset(space.spec.dataset)
         for seed in range(args.seeds):
-            for name, run in CONTENDERS.items():
-                points = run(space, data, seed, args.budget, folder)
+            for name in CONTENDERS:
+                points = run_isolated(name, seed, args.budget, args.epochs, Path(tmp))
                 runs[name].append(points)
                 print(f"seed {seed} {name}: {len(points)} trials", flush=True)
     summary = summarise(runs, args.budget)
