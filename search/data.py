@@ -172,6 +172,7 @@ def _fits_in_memory(folder: Path) -> bool:
 
 def _from_files(spec: DatasetSpec, warn: Any) -> Dataset:
     folder = cache_dir() / _cache_key(spec)
+    decoded: dict[str, np.ndarray] | None = None
     if not (folder / "meta.json").exists():
         arrays, classes, info = _decode(spec)
         if info["skipped"]:
@@ -182,12 +183,16 @@ def _from_files(spec: DatasetSpec, warn: Any) -> Dataset:
         except OSError as exc:
             log.warning("could not cache the decoded data set in %s: %s", folder, exc)
             return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], classes, info)
+        decoded = arrays
     meta = json.loads((folder / "meta.json").read_text())
     in_memory = spec.cache == "memory" or (spec.cache == "auto" and _fits_in_memory(folder))
-    arrays = {
-        k: np.load(folder / f"{k}.npy", mmap_mode=None if in_memory else "r")
-        for k in ("x_train", "y_train", "x_val", "y_val")
-    }
+    if in_memory and decoded is not None:
+        arrays = decoded  # just decoded: no need to read back what was written
+    else:
+        arrays = {
+            k: np.load(folder / f"{k}.npy", mmap_mode=None if in_memory else "r")
+            for k in ("x_train", "y_train", "x_val", "y_val")
+        }
     arrays["y_train"], arrays["y_val"] = np.asarray(arrays["y_train"]), np.asarray(arrays["y_val"])
     info = {**meta["info"], "cache": "memory" if in_memory else "disk", "cache_dir": str(folder)}
     return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], tuple(meta["classes"]), info)

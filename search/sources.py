@@ -7,7 +7,6 @@ with the data is a NasError that names the file.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ import numpy as np
 from .errors import NasError
 from .quiet import import_tensorflow
 from .space import DatasetSpec
-
-log = logging.getLogger("nas")
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif"}
 
