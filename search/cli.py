@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from .consoles import err, out
 from .errors import NasError, SearchInterrupted
 
 app = typer.Typer(
@@ -19,12 +19,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
-for _console in (out, err):
-    # Logs and pipes get Rich's 80 columns by default, which wraps every table row.
-    if not _console.is_terminal:
-        _console.width = 160
 
 StorageOpt = Annotated[
     str | None,
@@ -329,6 +323,15 @@ def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str
     out.print("Parameters:", highlight=False)
     for line in parameter_lines(records):
         out.print("  " + line, highlight=False)
+
+
+def _add_subcommands() -> None:
+    from .cli_space import space_app
+
+    app.add_typer(space_app, name="space")
+
+
+_add_subcommands()
 
 
 def main() -> None:

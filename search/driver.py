@@ -21,7 +21,7 @@ from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
 
 from .data import Dataset
 from .device import describe_device
-from .errors import SearchInterrupted
+from .errors import NasError, SearchInterrupted
 from .events import SearchEvents, TrialReport
 from .hardware import HardwareProfiler
 from .recovery import recover_orphans, requeue
@@ -171,6 +171,9 @@ def _work(
 
     if data is None:
         data = load_dataset(space.spec.dataset, warn=events.message)
+    expected = space.spec.model.num_classes
+    if expected is not None and expected != data.num_classes:
+        raise NasError(f"model.num_classes: {expected}, but the dataset has {data.num_classes} classes")
     batch = space.spec.training.batch_size
     smallest = int(batch.value if batch.fixed else min(batch.choices) if batch.choices else batch.low or 32)
     delivery = delivery_rate(data, smallest)

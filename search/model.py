@@ -1,4 +1,9 @@
-"""Build a MobileNetV2-style Keras network from a Candidate, and count its params and FLOPs."""
+"""Build the Keras network of a Candidate, block by block as arch.plan_network lays it out.
+
+Only built-in Keras layers are used (stochastic depth is Keras' Dropout with one mask value
+per image, as in keras.applications' EfficientNet), so saved `.keras` files load back with
+`safe_mode=True` and need nothing from this package.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,10 @@ from typing import Any
 import keras
 from keras import layers
 
-from .space import Candidate
+from .arch import BlockPlan, NetworkPlan, make_divisible, plan_network
+from .candidate import Candidate
+
+__all__ = ["build_model", "build_plan", "count_flops", "make_divisible"]
 
 # Keras' default BatchNormalization momentum (0.99) leaves the moving statistics unsettled
 # after the few hundred steps a search trial trains for (validation accuracy 0.10 was seen on
@@ -15,80 +23,72 @@ from .space import Candidate
 BN_MOMENTUM = 0.9
 
 
-def make_divisible(value: float, divisor: int = 8) -> int:
-    """Round a channel count to a multiple of `divisor` without losing more than 10%."""
-    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
-    if rounded < 0.9 * value:
-        rounded += divisor
-    return rounded
+def _act(x: Any, activation: str, name: str) -> Any:
+    return layers.Activation(activation, name=f"{name}_{activation}")(x)
 
 
-def _conv_bn(x: Any, filters: int, kernel: int, stride: int, name: str, act: bool = True) -> Any:
+def _conv_bn(x: Any, filters: int, kernel: int, stride: int, name: str, activation: str | None) -> Any:
     x = layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, name=f"{name}_conv")(x)
     x = layers.BatchNormalization(momentum=BN_MOMENTUM, name=f"{name}_bn")(x)
-    if act:
-        x = layers.ReLU(6.0, name=f"{name}_relu6")(x)
-    return x
+    return _act(x, activation, name) if activation else x
 
 
-def _squeeze_excite(x: Any, channels: int, name: str) -> Any:
-    squeezed = make_divisible(channels * 0.25)
-    s = layers.GlobalAveragePooling2D(keepdims=True, name=f"{name}_se_pool")(x)
-    s = layers.Conv2D(squeezed, 1, activation="relu", name=f"{name}_se_reduce")(s)
-    s = layers.Conv2D(channels, 1, activation="hard_sigmoid", name=f"{name}_se_expand")(s)
-    return layers.Multiply(name=f"{name}_se_scale")([x, s])
+def _squeeze_excite(x: Any, b: BlockPlan, net: NetworkPlan) -> Any:
+    assert net.gate is not None
+    s = layers.GlobalAveragePooling2D(keepdims=True, name=f"{b.name}_se_pool")(x)
+    s = layers.Conv2D(b.se_ch, 1, activation=net.se_activation or b.activation, name=f"{b.name}_se_reduce")(s)
+    s = layers.Conv2D(b.hidden, 1, activation=net.gate, name=f"{b.name}_se_expand")(s)
+    return layers.Multiply(name=f"{b.name}_se_scale")([x, s])
 
 
-def _inverted_residual(
-    x: Any, in_ch: int, out_ch: int, expansion: int, kernel: int, stride: int, se: bool, name: str
-) -> Any:
+def _block(x: Any, b: BlockPlan, net: NetworkPlan) -> Any:
     shortcut = x
-    hidden = in_ch * expansion
-    if expansion != 1:
-        x = _conv_bn(x, hidden, 1, 1, f"{name}_expand")
-    x = layers.DepthwiseConv2D(kernel, strides=stride, padding="same", use_bias=False, name=f"{name}_dw")(x)
-    x = layers.BatchNormalization(momentum=BN_MOMENTUM, name=f"{name}_dw_bn")(x)
-    x = layers.ReLU(6.0, name=f"{name}_dw_relu6")(x)
-    if se:
-        x = _squeeze_excite(x, hidden, name)
-    # Linear bottleneck: no activation after the projection (MobileNetV2).
-    x = _conv_bn(x, out_ch, 1, 1, f"{name}_project", act=False)
-    if stride == 1 and in_ch == out_ch:
-        x = layers.Add(name=f"{name}_add")([shortcut, x])
+    if b.expand:
+        x = _conv_bn(x, b.hidden, 1, 1, f"{b.name}_expand", b.activation)
+    x = layers.DepthwiseConv2D(b.kernel, strides=b.stride, padding="same", use_bias=False, name=f"{b.name}_dw")(x)
+    x = layers.BatchNormalization(momentum=BN_MOMENTUM, name=f"{b.name}_dw_bn")(x)
+    x = _act(x, b.activation, f"{b.name}_dw")
+    if b.se_ch:
+        x = _squeeze_excite(x, b, net)
+    # Linear bottleneck: no activation after the projection.
+    x = _conv_bn(x, b.out_ch, 1, 1, f"{b.name}_project", None)
+    if b.residual:
+        if b.drop_rate > 0:
+            x = layers.Dropout(b.drop_rate, noise_shape=(None, 1, 1, 1), name=f"{b.name}_drop")(x)
+        x = layers.Add(name=f"{b.name}_add")([shortcut, x])
     return x
+
+
+def build_plan(net: NetworkPlan) -> keras.Model:
+    inputs = keras.Input((net.input_size, net.input_size, net.channels), name="image")
+    x = inputs
+    if net.resolution != net.input_size:
+        # Resizing inside the model: the data is decoded once, at one size, for every candidate.
+        x = layers.Resizing(net.resolution, net.resolution, name="resize")(x)
+    x = _conv_bn(x, net.stem_ch, 3, net.stem_stride, "stem", net.activation)
+    for b in net.blocks:
+        x = _block(x, b, net)
+    x = _conv_bn(x, net.head_ch, 1, 1, "head", net.activation)
+    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    if net.head_hidden:
+        x = layers.Dense(net.head_hidden, activation=net.activation, name="head_hidden")(x)
+    if net.dropout > 0:
+        x = layers.Dropout(net.dropout, name="dropout")(x)
+    # float32 output keeps the softmax stable under mixed precision policies.
+    outputs = layers.Dense(net.classes, activation="softmax", dtype="float32", name="logits")(x)
+    return keras.Model(inputs, outputs, name=net.family)
 
 
 def build_model(c: Candidate, *, seed: int | None = None) -> keras.Model:
     """The network of `c`; with a seed, its initial weights are reproducible too."""
     if seed is not None:
         keras.utils.set_random_seed(seed)
-    inputs = keras.Input((c.image_size, c.image_size, c.channels), name="image")
-    channels = make_divisible(c.stem_filters * c.width_multiplier)
-    x = _conv_bn(inputs, channels, 3, c.stem_stride, "stem")
-    for s, stage in enumerate(c.stages):
-        out_ch = make_divisible(stage.filters * c.width_multiplier)
-        for b in range(stage.depth):
-            stride = stage.stride if b == 0 else 1
-            x = _inverted_residual(x, channels, out_ch, stage.expansion, stage.kernel, stride, stage.se, f"s{s}b{b}")
-            channels = out_ch
-    # Like MobileNetV2, the head is never made narrower than configured.
-    head = max(c.head_filters, make_divisible(c.head_filters * c.width_multiplier))
-    x = _conv_bn(x, head, 1, 1, "head")
-    x = layers.GlobalAveragePooling2D(name="pool")(x)
-    if c.dropout > 0:
-        x = layers.Dropout(c.dropout, name="dropout")(x)
-    # float32 output keeps the softmax stable under mixed precision policies.
-    outputs = layers.Dense(c.num_classes, activation="softmax", dtype="float32", name="logits")(x)
-    return keras.Model(inputs, outputs, name="mbconv_net")
+    return build_plan(plan_network(c))
 
 
 def count_flops(model: keras.Model) -> int:
-    """FLOPs of one forward pass of one image: 2 x multiply-accumulates of conv and dense layers.
-
-    Counted from the layer shapes rather than by profiling a graph, so the figure is exact,
-    cheap and the same on every device; BN, activations and pooling (well under 1% here) are
-    left out, as in the MobileNet and EfficientNet papers.
-    """
+    """FLOPs of a built model from its layer shapes (2 x multiply-accumulates of convolutions
+    and dense layers): an independent check of NetworkPlan.flops, and usable on any model."""
     total = 0
     for layer in model.layers:
         if isinstance(layer, layers.DepthwiseConv2D):

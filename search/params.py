@@ -1,13 +1,15 @@
 """Searchable parameters: a fixed value, a choice, an int range or a float range.
 
 In a space file a parameter is written as a plain value (fixed) or as a one-key mapping:
-`{choice: [3, 5]}`, `{int: [1, 4], step: 1}`, `{float: [1e-4, 1e-2], log: true}`.
+`{choice: [3, 5]}`, `{int: [1, 4], step: 1}`, `{float: [1e-4, 1e-2], log: true}`. Any of them
+may add `when: {key: value-or-list}`: the parameter is active (sampled) only when the named
+parameters of the same scope took one of those values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import optuna
@@ -34,10 +36,43 @@ class Param:
     high: float | None = None
     step: float | None = None
     log: bool = False
+    # (parameter, allowed values) pairs; all must hold for this parameter to be active.
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     @property
     def fixed(self) -> bool:
         return not self.choices and self.low is None
+
+    @property
+    def discrete(self) -> bool:
+        return self.fixed or bool(self.choices) or self.kind == "int"
+
+    def values(self) -> tuple[Any, ...]:
+        """Every value a discrete parameter can take."""
+        if self.fixed:
+            return (self.value,)
+        if self.choices:
+            return self.choices
+        assert self.kind == "int" and self.low is not None and self.high is not None
+        if self.log:
+            return tuple(range(int(self.low), int(self.high) + 1))
+        return tuple(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+
+    def describe(self) -> str:
+        """The domain in a few words, for `nas space show`."""
+        if self.fixed:
+            return f"fixed {self.value!r}" if isinstance(self.value, str) else f"fixed {self.value}"
+        if self.choices:
+            return "choice [" + ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in self.choices) + "]"
+        text = f"{self.kind} [{self.low:g}, {self.high:g}]"
+        if self.step:
+            text += f" step {self.step:g}"
+        return text + (" log" if self.log else "")
+
+    def active(self, values: dict[str, Any]) -> bool:
+        """Whether every condition holds for the values sampled so far (an inactive
+        parameter a condition refers to is missing from `values`: the condition fails)."""
+        return all(name in values and values[name] in allowed for name, allowed in self.when)
 
     def distribution(self) -> BaseDistribution:
         if self.choices:
@@ -86,8 +121,21 @@ def _checked(value: Any, kind: Kind, check: Check | None) -> Any:
     return value
 
 
-_RANGE_KEYS = {"int", "float"}
-_KEYS = {"choice", "int", "float", "step", "log"}
+_KEYS = {"choice", "int", "float", "step", "log", "when", "value"}
+
+
+def _parse_when(raw: Any) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """`when: {se: true}` or `when: {optimizer: [sgd, rmsprop]}`; the values are checked
+    against the referenced parameter by the scope that holds both."""
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError("when: needs a mapping such as {se: true}")
+    out = []
+    for key, allowed in raw.items():
+        values = tuple(allowed) if isinstance(allowed, list) else (allowed,)
+        if not values:
+            raise ValueError(f"when: {key} needs at least one value")
+        out.append((str(key), values))
+    return tuple(out)
 
 
 def parse_param(raw: Any, kind: Kind, check: Check | None = None) -> Param:
@@ -101,12 +149,19 @@ def parse_param(raw: Any, kind: Kind, check: Check | None = None) -> Param:
 
     unknown = sorted(set(map(str, raw)) - _KEYS)
     if unknown:
-        raise ValueError(f"unknown key '{unknown[0]}' (a parameter uses choice, int, float, step, log)")
+        raise ValueError(f"unknown key '{unknown[0]}' (a parameter uses choice, int, float, step, log, when, value)")
+    when = _parse_when(raw["when"]) if "when" in raw else ()
+    if "value" in raw:
+        if set(raw) - {"value", "when"}:
+            raise ValueError("value: a fixed value takes no choice, range, step or log")
+        return Param(kind, value=_checked(raw["value"], kind, check), when=when)
     forms = [k for k in ("choice", "int", "float") if k in raw]
     if len(forms) != 1:
-        raise ValueError("a parameter needs exactly one of choice, int or float")
-    form = forms[0]
+        raise ValueError("a parameter needs exactly one of choice, int, float or value")
+    return replace(_parse_domain(raw, forms[0], kind, check), when=when)
 
+
+def _parse_domain(raw: dict[str, Any], form: str, kind: Kind, check: Check | None) -> Param:
     if form == "choice":
         if "step" in raw or "log" in raw:
             raise ValueError("step and log apply to int and float ranges, not to choice")
@@ -122,9 +177,11 @@ def parse_param(raw: Any, kind: Kind, check: Check | None = None) -> Param:
 
     if kind not in ("int", "float"):
         raise ValueError(f"a range needs a numeric parameter; this one takes {kind} values")
-    if form != kind:
+    # A whole-number range of a float parameter is fine (expansion: {int: [2, 6]}).
+    if form != kind and not (form == "int" and kind == "float"):
         raise ValueError(f"this parameter takes {kind} values: write {kind}: [low, high]")
-    form_kind: Kind = kind
+    form_kind: Kind = "int" if form == "int" else kind
+    kind = form_kind
     bounds = raw[form]
     if not isinstance(bounds, list) or len(bounds) != 2:
         raise ValueError(f"{form} needs [low, high]")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -13,8 +13,14 @@ import optuna
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .arch import FAMILIES
+from .candidate import Candidate, StagePlan
 from .errors import NasError
+from .model_spec import GLOBAL_FIELDS, STAGE_DEFAULTS, STAGE_FIELDS, ModelSpec, check_scope, sampling_order
 from .params import Check, Kind, Param, between, one_of, parse_param
+from .units import parse_bytes, parse_count
+
+__all__ = ["Candidate", "SearchSpace", "SpaceSpec", "StagePlan", "load_space", "space_from_dict"]
 
 
 def _parsed(kind: Kind, check: Check | None = None) -> BeforeValidator:
@@ -78,32 +84,27 @@ class DatasetSpec(_Spec):
         return self
 
 
-class StageSpec(_Spec):
-    filters: int = Field(ge=1, le=4096)
-    stride: Literal[1, 2] = 1
-    depth: Annotated[Param, _parsed("int", between(1, 16))] = Param("int", value=1)
-    kernel: Annotated[Param, _parsed("int", one_of([3, 5, 7]))] = Param("int", value=3)
-    expansion: Annotated[Param, _parsed("int", between(1, 8))] = Param("int", value=6)
-    se: Annotated[Param, _parsed("bool")] = Param("bool", value=False)
-
-
-class ModelSpec(_Spec):
-    family: Literal["mobilenet_v2"] = "mobilenet_v2"
-    width_multiplier: Annotated[Param, _parsed("float", between(0.1, 4.0))] = Param("float", value=1.0)
-    stem_filters: int = Field(32, ge=1, le=4096)
-    stem_stride: Literal[1, 2] = 2
-    head_filters: int = Field(1280, ge=1, le=8192)
-    dropout: Annotated[Param, _parsed("float", between(0.0, 0.9))] = Param("float", value=0.2)
-    stages: list[StageSpec] = Field(min_length=1, max_length=12)
+TRAINING_FIELDS: dict[str, tuple[Kind, Check | None]] = {
+    "batch_size": ("int", between(1, 65536)),
+    "optimizer": ("str", one_of(["adam", "adamw", "sgd", "rmsprop"])),
+    "learning_rate": ("float", between(1e-7, 10.0)),
+}
+TRAINING_DEFAULTS: dict[str, Any] = {"batch_size": 32, "optimizer": "adam", "learning_rate": 1e-3}
 
 
 class TrainingSpec(_Spec):
     epochs: int = Field(5, ge=1, le=10000)
-    batch_size: Annotated[Param, _parsed("int", between(1, 65536))] = Param("int", value=32)
-    optimizer: Annotated[Param, _parsed("str", one_of(["adam", "adamw", "sgd", "rmsprop"]))] = Param(
-        "str", value="adam"
-    )
-    learning_rate: Annotated[Param, _parsed("float", between(1e-7, 10.0))] = Param("float", value=1e-3)
+    batch_size: Annotated[Param, _parsed(*TRAINING_FIELDS["batch_size"])] = Param("int", value=32)
+    optimizer: Annotated[Param, _parsed(*TRAINING_FIELDS["optimizer"])] = Param("str", value="adam")
+    learning_rate: Annotated[Param, _parsed(*TRAINING_FIELDS["learning_rate"])] = Param("float", value=1e-3)
+
+    def params(self) -> dict[str, Param]:
+        return {f: getattr(self, f) for f in TRAINING_FIELDS}
+
+    @model_validator(mode="after")
+    def _conditions(self) -> TrainingSpec:
+        check_scope(self.params(), TRAINING_FIELDS, "")
+        return self
 
 
 class MeasureSpec(_Spec):
@@ -121,17 +122,32 @@ class MeasureSpec(_Spec):
 PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]
 
 
+COMPUTE_FIELDS: dict[str, tuple[Kind, Check | None]] = {"precision": ("str", one_of(PRECISIONS)), "xla": ("bool", None)}
+COMPUTE_DEFAULTS: dict[str, Any] = {"precision": "float32", "xla": False}
+
+
 class ComputeSpec(_Spec):
-    precision: Annotated[Param, _parsed("str", one_of(PRECISIONS))] = Param("str", value="float32")
-    xla: Annotated[Param, _parsed("bool")] = Param("bool", value=False)
+    precision: Annotated[Param, _parsed(*COMPUTE_FIELDS["precision"])] = Param("str", value="float32")
+    xla: Annotated[Param, _parsed(*COMPUTE_FIELDS["xla"])] = Param("bool", value=False)
+
+    def params(self) -> dict[str, Param]:
+        return {f: getattr(self, f) for f in COMPUTE_FIELDS}
+
+    @model_validator(mode="after")
+    def _conditions(self) -> ComputeSpec:
+        check_scope(self.params(), COMPUTE_FIELDS, "")
+        return self
 
 
 class ConstraintsSpec(_Spec):
-    """Limits a candidate must meet; static ones are checked before measuring, measured ones
-    before training."""
+    """Limits a candidate must meet; static ones (params, FLOPs, size) are checked right after
+    sampling, before a model is built, measured ones before training."""
 
-    max_params: int | None = Field(None, ge=1)
-    max_flops: int | None = Field(None, ge=1)
+    max_params: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
+    max_flops: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
+    max_model_size: Annotated[
+        int | None, BeforeValidator(parse_bytes), Field(ge=1, description="bytes of float32 weights; 4MB, 3.5MiB")
+    ] = None
     max_latency_ms: float | None = Field(None, gt=0)
     min_throughput: float | None = Field(None, gt=0)
 
@@ -173,43 +189,23 @@ class SpaceSpec(_Spec):
                 raise ValueError(f"objective '{name}' can only be {OBJECTIVES[name]}d")
         return value
 
-
-@dataclass(frozen=True)
-class StagePlan:
-    filters: int
-    stride: int
-    depth: int
-    kernel: int
-    expansion: int
-    se: bool
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """Everything one trial sampled: with the space's fixed values it determines the model."""
-
-    num_classes: int
-    image_size: int
-    channels: int
-    width_multiplier: float
-    stem_filters: int
-    stem_stride: int
-    head_filters: int
-    dropout: float
-    stages: tuple[StagePlan, ...]
-    epochs: int
-    batch_size: int
-    optimizer: str
-    learning_rate: float
-    precision: str = "float32"
-    xla: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @model_validator(mode="after")
+    def _classes_agree(self) -> SpaceSpec:
+        classes, names = self.model.num_classes, self.dataset.classes
+        if classes is not None and names is not None and classes != len(names):
+            raise ValueError(f"model.num_classes: {classes}, but dataset.classes names {len(names)}")
+        if classes is not None and self.dataset.source == "digits" and classes != 10:
+            raise ValueError(f"model.num_classes: {classes}, but the digits have 10 classes")
+        return self
 
 
 class SearchSpace:
-    """A validated space: names its searchable parameters and turns samples into Candidates."""
+    """A validated space: names its parameters and turns samples into Candidates.
+
+    Parameters have flat Optuna names: globals (`width_multiplier`, `phi`), `shared.kernel`
+    for one value used by every stage that does not set its own, `stage2.kernel` for a
+    stage's own, then training and compute ones. Conditions refer to these names.
+    """
 
     def __init__(self, spec: SpaceSpec, source: str = "<dict>", document: dict[str, Any] | None = None) -> None:
         self.spec = spec
@@ -217,36 +213,78 @@ class SearchSpace:
         # The mapping the space was read from: stored on the study so that `nas worker` on
         # another machine rebuilds the same space without the file.
         self.document = document
+        self._params = self._flatten()
 
     @property
     def name(self) -> str:
         return self.spec.name
 
-    def parameters(self) -> dict[str, Param]:
-        """Every parameter by its Optuna name, fixed ones included, in sampling order."""
-        m, t = self.spec.model, self.spec.training
-        out: dict[str, Param] = {"width_multiplier": m.width_multiplier, "dropout": m.dropout}
+    def stage_source(self, stage: int, field: str) -> str:
+        """The parameter a stage's field takes its value from."""
+        m = self.spec.model
+        if field in m.stages[stage].set_params():
+            return f"stage{stage}.{field}"
+        if field in m.shared.set_params():
+            return f"shared.{field}"
+        if field == "activation":
+            return "activation"
+        return f"stage{stage}.{field}"
+
+    def _flatten(self) -> dict[str, Param]:
+        m, rules = self.spec.model, FAMILIES[self.spec.model.family]
+        out: dict[str, Param] = {}
+
+        def add(scope: dict[str, Param], rename: Any) -> None:
+            for key in sampling_order(scope):
+                p = scope[key]
+                when = tuple((rename(k), allowed) for k, allowed in p.when)
+                out[rename(key)] = replace(p, when=when)
+
+        globals_ = m.global_params()
+        globals_.setdefault("resolution", Param("int", value=self.spec.dataset.image_size))
+        globals_.setdefault("activation", Param("str", value=rules.activation))
+        globals_.setdefault("drop_connect_rate", Param("float", value=rules.drop_connect_rate))
+        add({k: globals_[k] for k in GLOBAL_FIELDS}, lambda k: k)
+        if m.compound is not None:
+            out["phi"] = m.compound.phi
+        add(m.shared.set_params(), lambda k: f"shared.{k}")
+        shared = m.shared.set_params()
         for i, stage in enumerate(m.stages):
-            for field in ("depth", "kernel", "expansion", "se"):
-                out[f"stage{i}.{field}"] = getattr(stage, field)
-        out.update(batch_size=t.batch_size, optimizer=t.optimizer, learning_rate=t.learning_rate)
-        out.update(precision=self.spec.compute.precision, xla=self.spec.compute.xla)
+            own = stage.set_params()
+            scope = {
+                f: own.get(f) or Param(STAGE_FIELDS[f][0], value=STAGE_DEFAULTS[f])
+                for f in STAGE_FIELDS
+                if f in own or (f not in shared and f != "activation")
+            }
+            add(scope, lambda k, i=i: self.stage_source(i, k))
+        add(self.spec.training.params(), lambda k: k)
+        add(self.spec.compute.params(), lambda k: k)
         return out
 
+    def parameters(self) -> dict[str, Param]:
+        """Every parameter by its Optuna name, fixed ones included, in sampling order."""
+        return dict(self._params)
+
     def searchable(self) -> dict[str, Param]:
-        return {name: p for name, p in self.parameters().items() if not p.fixed}
+        return {name: p for name, p in self._params.items() if not p.fixed}
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
         return {name: p.distribution() for name, p in self.searchable().items()}
 
     def sample(self, trial: optuna.Trial, *, num_classes: int, channels: int) -> Candidate:
-        values = {name: p.suggest(trial, name) for name, p in self.parameters().items()}
+        """Define-by-run: a parameter whose conditions do not hold is never suggested."""
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if p.active(values):
+                values[name] = p.suggest(trial, name)
         return self._candidate(values, num_classes=num_classes, channels=channels)
 
     def candidate(self, params: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
         """Rebuild the Candidate of a stored trial from its parameters."""
-        values = {}
-        for name, p in self.parameters().items():
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if not p.active(values):
+                continue
             if p.fixed:
                 values[name] = p.value
             elif name in params:
@@ -255,35 +293,84 @@ class SearchSpace:
                 raise NasError(f"trial parameters lack '{name}' (was the space changed?)")
         return self._candidate(values, num_classes=num_classes, channels=channels)
 
+    def active_values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The values of a trial's active parameters, fixed ones included."""
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if p.active(values):
+                values[name] = p.value if p.fixed else params.get(name)
+        return values
+
     def _candidate(self, v: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
         m, t = self.spec.model, self.spec.training
+        rules = FAMILIES[m.family]
+        # An inactive parameter takes its "off" value.
+        defaults: dict[str, Any] = {
+            "width_multiplier": 1.0,
+            "depth_multiplier": 1.0,
+            "resolution": self.spec.dataset.image_size,
+            "activation": rules.activation,
+            "dropout": 0.0,
+            "drop_connect_rate": 0.0,
+            "phi": 0.0,
+            **TRAINING_DEFAULTS,
+            **COMPUTE_DEFAULTS,
+        }
+
+        def get(name: str) -> Any:
+            value = v.get(name)
+            return defaults[name] if value is None else value
+
+        activation = str(get("activation"))
+
+        def stage_value(i: int, field: str) -> Any:
+            value = v.get(self.stage_source(i, field))
+            if value is None:
+                return activation if field == "activation" else STAGE_DEFAULTS[field]
+            return value
+
         stages = tuple(
             StagePlan(
-                filters=s.filters,
-                stride=s.stride,
-                depth=int(v[f"stage{i}.depth"]),
-                kernel=int(v[f"stage{i}.kernel"]),
-                expansion=int(v[f"stage{i}.expansion"]),
-                se=bool(v[f"stage{i}.se"]),
+                filters=int(stage_value(i, "filters")),
+                stride=int(stage_value(i, "stride")),
+                depth=int(stage_value(i, "depth")),
+                kernel=int(stage_value(i, "kernel")),
+                expansion=float(stage_value(i, "expansion")),
+                se=bool(stage_value(i, "se")),
+                se_ratio=float(stage_value(i, "se_ratio")),
+                activation=str(stage_value(i, "activation")),
             )
-            for i, s in enumerate(m.stages)
+            for i in range(len(m.stages))
         )
+        width, depth = float(get("width_multiplier")), float(get("depth_multiplier"))
+        resolution = int(get("resolution"))
+        if m.compound is not None:
+            phi = float(get("phi"))
+            depth *= m.compound.alpha**phi
+            width *= m.compound.beta**phi
+            resolution = round(resolution * m.compound.gamma**phi)
         return Candidate(
             num_classes=num_classes,
             image_size=self.spec.dataset.image_size,
             channels=channels,
-            width_multiplier=float(v["width_multiplier"]),
+            width_multiplier=round(width, 6),
             stem_filters=m.stem_filters,
             stem_stride=m.stem_stride,
             head_filters=m.head_filters,
-            dropout=float(v["dropout"]),
+            dropout=float(get("dropout")),
             stages=stages,
             epochs=t.epochs,
-            batch_size=int(v["batch_size"]),
-            optimizer=str(v["optimizer"]),
-            learning_rate=float(v["learning_rate"]),
-            precision=str(v["precision"]),
-            xla=bool(v["xla"]),
+            batch_size=int(get("batch_size")),
+            optimizer=str(get("optimizer")),
+            learning_rate=float(get("learning_rate")),
+            precision=str(get("precision")),
+            xla=bool(get("xla")),
+            family=m.family,
+            depth_multiplier=round(depth, 6),
+            resolution=resolution,
+            activation=activation,
+            drop_connect_rate=float(get("drop_connect_rate")),
+            head_hidden=rules.head_hidden if m.head_hidden is None else m.head_hidden,
         )
 
     def with_precisions(self, allowed: list[str]) -> SearchSpace:
@@ -348,9 +435,9 @@ def format_validation_error(exc: ValidationError) -> str:
     if err["type"] == "missing":
         return f"{where}: required key is missing"
     msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "value_error" and (key := re.match(r"^([a-z_]+): ", msg)):
+    if err["type"] == "value_error" and (key := re.match(r"^([a-z_][a-z0-9_.\[\]]*): ", msg)):
         # A check across keys names the key it is about: report it at that key's path.
-        return f"{where}.{key.group(1)}: {msg[key.end() :]}"
+        return f"{where + '.' if loc else ''}{key.group(1)}: {msg[key.end() :]}"
     if err["type"] in ("literal_error", "string_pattern_mismatch") or msg.startswith("Input should"):
         msg = f"{err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
     return f"{where}: {msg}"
@@ -366,8 +453,9 @@ def _read(ref: str) -> tuple[str, str]:
         return path.read_text(encoding="utf-8"), str(path)
     if path.exists():
         raise NasError(f"space file {ref} is not a file")
-    preset = resources.files("nas.spaces") / f"{ref}.yaml"
-    if "/" not in ref and not ref.endswith((".yaml", ".yml")) and preset.is_file():
+    # A preset name, or reference/NAME for the published networks shipped beside them.
+    preset = resources.files("nas.spaces").joinpath(*f"{ref}.yaml".split("/", 1))
+    if re.fullmatch(r"(reference/)?[\w.-]+", ref) and not ref.endswith((".yaml", ".yml")) and preset.is_file():
         return preset.read_text(encoding="utf-8"), f"preset {ref}"
     raise NasError(f"space file {ref} not found (and no preset of that name; presets: {', '.join(preset_names())})")
 

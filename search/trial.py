@@ -1,5 +1,5 @@
-"""One trial: build the sampled network, check static constraints, measure it on this device,
-check measured constraints, train it, score it."""
+"""One trial: plan the sampled network and check static constraints (before any model
+exists), build it, measure it on this device, check measured constraints, train it, score it."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import keras
 import optuna
 
+from .arch import plan_network
+from .constraints import static_constraints
 from .data import Dataset
 from .hardware import HardwareCost, HardwareProfiler
-from .model import build_model, count_flops
+from .model import build_plan
 from .space import ConstraintsSpec, SearchSpace
 from .train import train_and_evaluate
 
@@ -27,17 +29,6 @@ INPUT_BOUND_RATIO = 0.8
 class TrialOutcome:
     values: list[float]
     screened: str | None = None  # "static" or "measured" when rejected before training
-
-
-def static_constraints(c: ConstraintsSpec, params: int, flops: int) -> dict[str, float]:
-    """Optuna's convention: a value <= 0 is satisfied. Relative excess, so limits of any
-    magnitude weigh alike in the sampler."""
-    out = {}
-    if c.max_params is not None:
-        out["max_params"] = params / c.max_params - 1.0
-    if c.max_flops is not None:
-        out["max_flops"] = flops / c.max_flops - 1.0
-    return out
 
 
 def measured_constraints(c: ConstraintsSpec, cost: HardwareCost) -> dict[str, float]:
@@ -103,6 +94,15 @@ class TrialRunner:
         figures = {"accuracy": accuracy, "throughput": cost.primary.images_per_s if cost else 0.0}
         return [figures[name] for name in self.space.spec.objectives]
 
+    def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: str) -> bool:
+        """Record the constraints; True when one is broken and the trial stops here."""
+        for name, value in limits.items():
+            trial.set_constraint(name, value)
+        if self.screening and any(v > 0 for v in limits.values()):
+            trial.set_user_attr("screened", kind)
+            return True
+        return False
+
     def run(self, trial: optuna.Trial) -> TrialOutcome:
         durations: dict[str, float] = {}
         started = time.perf_counter()
@@ -122,18 +122,18 @@ class TrialRunner:
         model: keras.Model | None = None
         candidate = self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels)
         try:
+            with phase("plan"):
+                net = plan_network(candidate)
+                params, flops = net.params(), net.flops()
+                trial.set_user_attr("params", params)
+                trial.set_user_attr("flops", flops)
+                trial.set_user_attr("model_bytes", net.weight_bytes())
+            if self._screened(trial, static_constraints(spec.constraints, net), "static"):
+                return TrialOutcome(self._values(0.0, None), "static")
             with precision_policy(candidate.precision):
                 with phase("build"):
-                    model = build_model(candidate, seed=self.seed + trial.number)
-                    params, flops = int(model.count_params()), count_flops(model)
-                    trial.set_user_attr("params", params)
-                    trial.set_user_attr("flops", flops)
-                    limits = static_constraints(spec.constraints, params, flops)
-                    for name, value in limits.items():
-                        trial.set_constraint(name, value)
-                if self.screening and any(v > 0 for v in limits.values()):
-                    trial.set_user_attr("screened", "static")
-                    return TrialOutcome(self._values(0.0, None), "static")
+                    keras.utils.set_random_seed(self.seed + trial.number)
+                    model = build_plan(net)
 
                 with phase("measure"):
                     cost = self.profiler.measure(
@@ -150,11 +150,7 @@ class TrialRunner:
                     trial.set_user_attr("flops_per_s", achieved)
                     if peak:
                         trial.set_user_attr("peak_fraction", achieved / peak)
-                    limits = measured_constraints(spec.constraints, cost)
-                    for name, value in limits.items():
-                        trial.set_constraint(name, value)
-                if self.screening and any(v > 0 for v in limits.values()):
-                    trial.set_user_attr("screened", "measured")
+                if self._screened(trial, measured_constraints(spec.constraints, cost), "measured"):
                     return TrialOutcome(self._values(0.0, cost), "measured")
 
                 def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:

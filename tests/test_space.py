@@ -109,7 +109,8 @@ BAD = [
     (
         "model.stages.0.colour",
         "red",
-        "model.stages[0].colour: unknown key (allowed: filters, stride, depth, kernel, expansion, se)",
+        "model.stages[0].colour: unknown key "
+        "(allowed: depth, kernel, expansion, activation, se, se_ratio, filters, stride)",
     ),
     (
         "model.width_multiplier",
@@ -121,7 +122,7 @@ BAD = [
         {"choice": [0.5], "log": True},
         "model.width_multiplier: step and log apply to int and float ranges",
     ),
-    ("model.stages.0.stride", 3, "model.stages[0].stride: 3: input should be 1 or 2"),
+    ("model.stages.0.stride", 3, "model.stages[0].stride: 3 is not one of [1, 2]"),
     ("model.dropout", {"float": [0, 0.5], "log": True}, "model.dropout: a log range needs low > 0"),
     (
         "training.learning_rate",

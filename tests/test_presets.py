@@ -1,0 +1,41 @@
+"""Every preset runs a real 3-trial search on digits from the command line (trimmed to one
+epoch on 300 images so the five fit in CI; the full presets were run by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from .conftest import REPO, run_nas
+
+PRESETS = ["tiny", "mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_runs_a_3_trial_search(workdir: Path, preset: str) -> None:
+    data = yaml.safe_load((REPO / "spaces" / f"{preset}.yaml").read_text())
+    data["training"]["epochs"] = 1
+    data["dataset"]["subset"] = 300
+    data["measure"] = {"batch_sizes": [32], "latency": False, "rounds": 3, "round_seconds": 0.05}
+    space = workdir / f"{preset}.yaml"
+    space.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = run_nas("search", str(space), "--trials", "3", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name=preset, storage=f"sqlite:///{workdir / 'nas.db'}")
+    finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(finished) == 3
+    for t in finished:
+        assert 0.0 <= t.values[0] <= 1.0 and t.values[1] > 0
+        assert t.user_attrs["params"] > 0 and t.user_attrs["model_bytes"] == 4 * t.user_attrs["params"]
+        assert {"plan", "build", "measure", "train"} <= set(t.user_attrs["durations"])
+    if preset == "efficientnet":
+        assert all("phi" in t.params for t in finished)
+    if preset == "mobilenet_v3":
+        # Conditional: se_ratio exists exactly where se was sampled true.
+        for t in finished:
+            for stage in (2, 3):
+                assert (f"stage{stage}.se_ratio" in t.params) == t.params[f"stage{stage}.se"]
