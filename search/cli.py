@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .cli_options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
 from .consoles import err, out
 from .errors import NasError, SearchInterrupted
 
@@ -19,16 +20,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-StorageOpt = Annotated[
-    str | None,
-    typer.Option("--storage", help="Database URL (default: $NAS_STORAGE or sqlite:///nas.db)."),
-]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show TensorFlow's logs and full tracebacks.")]
-RecycleOpt = Annotated[
-    int,
-    typer.Option(min=0, help="A worker exits after N trials and a fresh process takes over (bounds memory; 0: never)."),
-]
 
 
 class Sampler(StrEnum):
@@ -71,6 +62,13 @@ def search(
         int | None, typer.Option(min=1, help="Workers sharing each GPU, each with a memory cap.")
     ] = None,
     recycle_after: RecycleOpt = 50,
+    weights: Annotated[
+        bool, typer.Option(help="Keep trained models of the Pareto front (and --keep-top-k) for `nas export`.")
+    ] = True,
+    keep_top_k: Annotated[
+        int, typer.Option(min=0, help="Also keep the weights of the K most accurate trials, dominated or not.")
+    ] = 0,
+    artifacts: ArtifactsOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Search SPACE; running it again resumes the study and runs only what is missing."""
@@ -97,6 +95,9 @@ def search(
         cache=cache,
         screening=screening,
         max_consecutive_failures=max_consecutive_failures,
+        keep_weights=weights,
+        keep_top_k=keep_top_k,
+        artifacts=os.path.abspath(artifacts) if artifacts else None,
     )
     objectives = list(spec.spec.objectives)
     if (workers or 1) > 1 or gpu_list is not None:
@@ -154,6 +155,7 @@ def worker(
     storage: StorageOpt = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
     recycle_after: RecycleOpt = 0,
+    artifacts: ArtifactsOpt = None,
     index: Annotated[int | None, typer.Option(hidden=True)] = None,
     report_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
     debug: DebugOpt = False,
@@ -173,6 +175,9 @@ def worker(
     if index is None:
         # The sampler's seed must differ from every other worker's; a pool numbers its workers.
         index = int(os.environ.get(ENV_INDEX) or os.getpid())
+    if artifacts:
+        # Read where weights are stored (nas.storage.weights); a pool passes it the same way.
+        os.environ["NAS_ARTIFACTS"] = os.path.abspath(artifacts)
     if report_fd is None:
         _worker_interactive(url, study, timeout, recycle_after, index)
     else:
@@ -326,8 +331,10 @@ def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str
 
 
 def _add_subcommands() -> None:
+    from .cli_export import export
     from .cli_space import space_app
 
+    app.command()(export)
     app.add_typer(space_app, name="space")
 
 

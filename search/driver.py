@@ -189,6 +189,7 @@ def _work(
         screening=options.screening,
         delivery=delivery,
         warn=events.message,
+        weights=_weight_store(storage, options),
     )
     identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
     loop = _TrialLoop(study, storage, runner, options, events, identity)
@@ -201,6 +202,14 @@ def _work(
     if finished >= options.trials:
         stopped_by = "budget"  # a stop request that came with the last trial changes nothing
     return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
+
+
+def _weight_store(storage: optuna.storages.RDBStorage, options: SearchOptions) -> Any:
+    if not options.keep_weights:
+        return None
+    from nas.storage.weights import WeightStore, default_artifact_root
+
+    return WeightStore(storage.engine, default_artifact_root(options.storage, options.artifacts))
 
 
 class _TrialLoop:
@@ -280,6 +289,10 @@ class _TrialLoop:
             self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
             return True
         frozen = with_lock_retries(study.tell, trial, outcome.values)
+        if self.runner.weights is not None:
+            from .retention import trials_to_keep
+
+            self.runner.weights.retain(study.study_name, trials_to_keep(study, self.options.keep_top_k))
         self.ran += 1
         self.consecutive_failures = 0
         self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))

@@ -115,6 +115,8 @@ class WorkerPool:
     def _start(self, slot: Slot) -> None:
         read_fd, write_fd = os.pipe()
         env = os.environ | slot.placement.env() | {"NAS_STORAGE": self.options.storage.raw}
+        if self.options.artifacts:
+            env["NAS_ARTIFACTS"] = self.options.artifacts
         command = [sys.executable, "-m", "nas", "worker", "--study", self.options.study_name]
         command += ["--report-fd", str(write_fd), "--recycle-after", str(self.recycle_after or 0)]
         if self.options.timeout is not None:

@@ -34,11 +34,14 @@ class SearchOptions:
     max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
     cache: bool = True  # reuse measurements of the same network on the same device
     screening: bool = True  # reject infeasible candidates before training
+    keep_weights: bool = True  # store each finished trial's trained model
+    keep_top_k: int = 0  # besides the Pareto front, keep the weights of the k most accurate
+    artifacts: str | None = None  # where weights go on this machine (default: beside the database)
 
     def shared(self) -> dict[str, Any]:
         """What every worker of the study must agree on, stored on the study."""
         out = asdict(self)
-        for local in ("storage", "study_name", "trials", "timeout"):
+        for local in ("storage", "study_name", "trials", "timeout", "artifacts"):
             out.pop(local)
         return out
 

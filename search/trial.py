@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import TYPE_CHECKING
 
 import keras
 import optuna
@@ -19,6 +22,9 @@ from .hardware import HardwareCost, HardwareProfiler
 from .model import build_plan
 from .space import ConstraintsSpec, SearchSpace
 from .train import train_and_evaluate
+
+if TYPE_CHECKING:
+    from nas.storage.weights import WeightStore
 
 PhaseCallback = Callable[[str], None]
 # Training at this fraction of the pipeline's delivery rate (or more) is starved for input.
@@ -64,7 +70,9 @@ class TrialRunner:
         screening: bool = True,
         delivery: float | None = None,
         warn: Callable[[str], None] = lambda _: None,
+        weights: WeightStore | None = None,
     ) -> None:
+        self.weights = weights
         self.delivery = delivery  # images/s the input pipeline delivers, measured once
         self.warn = warn
         self.warned = False
@@ -102,6 +110,19 @@ class TrialRunner:
             trial.set_user_attr("screened", kind)
             return True
         return False
+
+    def _save_weights(self, trial: optuna.Trial, model: keras.Model) -> None:
+        """Keep the trained model for `nas export`; a full disk costs the weights, not the trial."""
+        assert self.weights is not None
+        try:
+            with TemporaryDirectory(prefix="nas-weights-") as tmp:
+                path = Path(tmp) / "model.keras"
+                model.save(path)
+                stored = self.weights.save(trial.study.study_name, trial.number, path)
+            trial.set_user_attr("weights_bytes", stored.bytes)
+        except OSError as exc:
+            trial.set_user_attr("weights_error", str(exc)[:300])
+            self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")
 
     def run(self, trial: optuna.Trial) -> TrialOutcome:
         durations: dict[str, float] = {}
@@ -170,6 +191,9 @@ class TrialRunner:
                     trial.set_user_attr("val_loss", result.loss)
                     trial.set_user_attr("train_images_per_s", round(result.images_per_s, 1))
                     self._check_input_bound(trial, result.images_per_s)
+                if self.weights is not None:
+                    with phase("save"):
+                        self._save_weights(trial, model)
             return TrialOutcome(self._values(result.accuracy, cost))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a

@@ -43,3 +43,23 @@ class Measurement(Base):
     seconds: Mapped[float] = mapped_column(Float)  # what the measurement cost when it was made
     hits: Mapped[int] = mapped_column(Integer, default=0)
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+
+
+class Weights(Base):
+    """The trained model of one finished trial: a `.keras` file in the artifact folder.
+
+    Rows outlive their files: `deleted` records when retention removed the file, so exports
+    can say why a trial has no weights."""
+
+    __tablename__ = "nas_weights"
+    __table_args__ = (UniqueConstraint("study", "trial", name="uq_nas_weights"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study: Mapped[str] = mapped_column(String(512))
+    trial: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(255))
+    path: Mapped[str] = mapped_column(String(4096))
+    bytes: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
+    deleted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)

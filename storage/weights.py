@@ -1,0 +1,121 @@
+"""Trained weights of finished trials, kept only while they may still be wanted.
+
+Files live in an artifact folder (one sub-folder per study); the database holds a row per
+file with its host, path, size and hash. Our own table rather than Optuna's artifact API:
+Optuna records artifacts in trial attributes, which cannot change once a trial is finished,
+so a deleted file would stay listed forever.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from .models import Weights
+from .urls import StorageURL
+
+ENV_ARTIFACTS = "NAS_ARTIFACTS"
+
+
+def default_artifact_root(url: StorageURL, override: str | None = None) -> Path:
+    """--artifacts, else $NAS_ARTIFACTS, else `nas-artifacts` beside a SQLite file (or in the
+    current folder for a server database)."""
+    chosen = override or os.environ.get(ENV_ARTIFACTS)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    database = url.url.database if url.url.get_backend_name() == "sqlite" else None
+    if database and database != ":memory:":
+        return Path(database).expanduser().resolve().parent / "nas-artifacts"
+    return Path.cwd() / "nas-artifacts"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredWeights:
+    study: str
+    trial: int
+    host: str
+    path: Path
+    bytes: int
+    sha256: str
+    deleted: dt.datetime | None
+
+    @property
+    def available(self) -> bool:
+        return self.deleted is None and self.path.is_file()
+
+
+def _stored(row: Weights) -> StoredWeights:
+    return StoredWeights(row.study, row.trial, row.host, Path(row.path), row.bytes, row.sha256, row.deleted)
+
+
+class WeightStore:
+    def __init__(self, engine: sa.Engine, root: Path) -> None:
+        self.engine = engine
+        self.root = root
+
+    def save(self, study: str, trial: int, source: Path) -> StoredWeights:
+        """Move a saved `.keras` file into the store (atomically) and record it."""
+        folder = self.root / study
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"trial-{trial}.keras"
+        partial = target.with_suffix(".partial")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+        stored = StoredWeights(study, trial, socket.gethostname(), target, target.stat().st_size, _sha256(target), None)
+        with Session(self.engine) as session, session.begin():
+            # A re-run of the same trial number (a retried save) replaces the old row.
+            session.execute(sa.delete(Weights).where(Weights.study == study, Weights.trial == trial))
+            session.add(
+                Weights(
+                    study=study,
+                    trial=trial,
+                    host=stored.host,
+                    path=str(target),
+                    bytes=stored.bytes,
+                    sha256=stored.sha256,
+                )
+            )
+        return stored
+
+    def get(self, study: str, trial: int) -> StoredWeights | None:
+        with Session(self.engine) as session:
+            row = session.scalar(sa.select(Weights).where(Weights.study == study, Weights.trial == trial))
+            return _stored(row) if row else None
+
+    def all(self, study: str) -> list[StoredWeights]:
+        with Session(self.engine) as session:
+            rows = session.scalars(sa.select(Weights).where(Weights.study == study).order_by(Weights.trial))
+            return [_stored(r) for r in rows]
+
+    def retain(self, study: str, keep: set[int]) -> list[int]:
+        """Delete the files of every trial of `study` not in `keep`; returns their numbers.
+
+        Only files on this host are deleted (another machine's are its own to delete); safe
+        to run from several workers at once."""
+        host = socket.gethostname()
+        with Session(self.engine) as session, session.begin():
+            rows = session.scalars(
+                sa.select(Weights).where(
+                    Weights.study == study, Weights.deleted.is_(None), Weights.trial.not_in(keep), Weights.host == host
+                )
+            ).all()
+            for row in rows:
+                Path(row.path).unlink(missing_ok=True)
+                row.deleted = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            return [r.trial for r in rows]
