@@ -66,10 +66,7 @@ class BlockPlan:
     residual: bool
     drop_rate: float  # stochastic depth of the residual branch
     in_size: int  # spatial size of the block's input
-
-    @property
-    def expand(self) -> bool:
-        return self.hidden != self.in_ch
+    expand: bool = True  # False: no expansion convolution (expansion 1), hidden == in_ch
 
     @property
     def out_size(self) -> int:
@@ -171,7 +168,18 @@ def plan_network(c: Candidate) -> NetworkPlan:
             residual = stride == 1 and in_ch == out_ch
             drop = c.drop_connect_rate * len(blocks) / total if residual else 0.0
             block = BlockPlan(
-                f"s{si}b{b}", in_ch, hidden, out_ch, stage.kernel, stride, se_ch, stage.activation, residual, drop, size
+                f"s{si}b{b}",
+                in_ch,
+                hidden,
+                out_ch,
+                stage.kernel,
+                stride,
+                se_ch,
+                stage.activation,
+                residual,
+                drop,
+                size,
+                expand=stage.expansion != 1,
             )
             blocks.append(block)
             size, in_ch = block.out_size, out_ch

@@ -43,6 +43,9 @@ class Candidate:
     activation: str = "relu6"
     drop_connect_rate: float = 0.0
     head_hidden: int = 0
+    pruning: str = "none"  # none, magnitude, n_m, channel
+    sparsity: float = 0.5
+    quantization: str = "none"  # none, dynamic, float16, int8 (TFLite post-training)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -141,7 +141,13 @@ def parameter_lines(records: list[dict[str, Any]]) -> list[str]:
 def format_objective(name: str, value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f} img/s" if name == "throughput" else f"{value:.4f}"
+    if name == "throughput":
+        return f"{value:,.0f} img/s"
+    if name == "model_size":
+        return f"{value:,.0f} B"
+    if name == "tflite_latency":
+        return f"{value:.3f} ms"
+    return f"{value:.4f}"
 
 
 def _short(value: Any) -> str:

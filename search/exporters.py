@@ -15,7 +15,7 @@ import keras
 import numpy as np
 
 from .errors import NasError
-from .quiet import import_tensorflow
+from .quiet import import_tensorflow, native_stderr_captured
 
 Runtime = Callable[[np.ndarray], np.ndarray]
 FLOAT_FORMATS = {"keras", "savedmodel", "onnx"}
@@ -103,7 +103,8 @@ def write_tflite(model: keras.Model, folder: Path, quantize: str, representative
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
     try:
-        flat = converter.convert()
+        with native_stderr_captured():
+            flat = converter.convert()
     except Exception as exc:  # the converter raises bare Exceptions with its reason
         raise ConversionError(f"TFLite converter: {str(exc).strip().splitlines()[-1][:300]}") from exc
     finally:
@@ -123,7 +124,9 @@ def runtime_label() -> str:
 def tflite_runtime(path: Path, threads: int | None = None) -> tuple[Runtime, dict[str, Any]]:
     from ai_edge_litert.interpreter import Interpreter
 
-    interpreter = Interpreter(model_path=str(path), num_threads=threads)
+    with native_stderr_captured():
+        interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter.allocate_tensors()
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     in_scale, in_zero = inp["quantization"]
     out_scale, out_zero = out["quantization"]

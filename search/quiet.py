@@ -64,6 +64,12 @@ def _fd2_captured() -> Iterator[None]:
             os.close(saved)
 
 
+def native_stderr_captured() -> contextlib.AbstractContextManager[None]:
+    """Hide what C++ code prints to fd 2 (TFLite's converter and LiteRT log unconditionally);
+    shown again if the block raises, and never hidden with --debug."""
+    return _fd2_captured()
+
+
 def import_tensorflow() -> ModuleType:
     """Import TensorFlow (and initialise its devices) without the start-up noise."""
     global _tf

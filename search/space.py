@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .arch import FAMILIES
 from .candidate import Candidate, StagePlan
+from .compression_spec import COMPRESSION_DEFAULTS, CompressionSpec
 from .errors import NasError
 from .model_spec import GLOBAL_FIELDS, STAGE_DEFAULTS, STAGE_FIELDS, ModelSpec, check_scope, sampling_order
 from .params import Check, Kind, Param, between, one_of, parse_param
@@ -159,8 +160,10 @@ class SearchSpec(_Spec):
 
 
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
-    "accuracy": "maximize",
-    "throughput": "maximize",
+    "accuracy": "maximize",  # of the deployable form: after pruning and quantization
+    "throughput": "maximize",  # images/s of the Keras model on this device
+    "model_size": "minimize",  # bytes: the TFLite file when trials convert, else float32 weights
+    "tflite_latency": "minimize",  # ms at batch 1 in the LiteRT interpreter
 }
 
 
@@ -172,6 +175,7 @@ class SpaceSpec(_Spec):
     objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(OBJECTIVES))
     compute: ComputeSpec = ComputeSpec()
     constraints: ConstraintsSpec = ConstraintsSpec()
+    compression: CompressionSpec = CompressionSpec()
     measure: MeasureSpec = MeasureSpec()
     search: SearchSpec = SearchSpec()
 
@@ -259,6 +263,9 @@ class SearchSpace:
             add(scope, lambda k, i=i: self.stage_source(i, k))
         add(self.spec.training.params(), lambda k: k)
         add(self.spec.compute.params(), lambda k: k)
+        pruning = self.spec.compression.pruning.params()
+        add(pruning, lambda k: f"pruning.{k}")
+        add({"quantization": self.spec.compression.quantization}, lambda k: k)
         return out
 
     def parameters(self) -> dict[str, Param]:
@@ -315,6 +322,9 @@ class SearchSpace:
             "phi": 0.0,
             **TRAINING_DEFAULTS,
             **COMPUTE_DEFAULTS,
+            "pruning.method": "none",
+            "pruning.sparsity": COMPRESSION_DEFAULTS["sparsity"],
+            "quantization": "none",
         }
 
         def get(name: str) -> Any:
@@ -371,6 +381,9 @@ class SearchSpace:
             activation=activation,
             drop_connect_rate=float(get("drop_connect_rate")),
             head_hidden=rules.head_hidden if m.head_hidden is None else m.head_hidden,
+            pruning=str(get("pruning.method")),
+            sparsity=float(get("pruning.sparsity")),
+            quantization=str(get("quantization")),
         )
 
     def with_precisions(self, allowed: list[str]) -> SearchSpace:

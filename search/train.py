@@ -18,7 +18,9 @@ from typing import Any
 
 import keras
 
+from .compression_spec import PruningSpec
 from .data import Dataset, pipeline
+from .pruning import Pruner
 from .quiet import import_tensorflow
 from .space import AugmentationSpec, Candidate
 
@@ -90,6 +92,7 @@ class _Steps:
         *,
         jit_compile: bool,
         augment: keras.Sequential | None = None,
+        masks: list[tuple[Any, Any]] | None = None,
     ) -> None:
         tf = import_tensorflow()
         self.tf = tf
@@ -122,6 +125,9 @@ class _Steps:
                 # and unscales (skipping overflowing steps) in apply(); otherwise a no-op.
                 scaled = optimizer.scale_loss(loss)
             optimizer.apply(tape.gradient(scaled, variables), variables)
+            # Pruned weights stay zero: the optimizer's update is masked after every step.
+            for kernel, mask in masks or ():
+                kernel.assign(kernel * mask)
             tally(y, probs, loss_sum)
 
         @tf.function(input_signature=signature, jit_compile=jit_compile)  # type: ignore[untyped-decorator]
@@ -132,12 +138,16 @@ class _Steps:
         self.train_step = train_step
         self.eval_step = eval_step
 
-    def run(self, step: Callable[[Any, Any], None], batches: Any) -> tuple[float, float]:
+    def run(
+        self, step: Callable[[Any, Any], None], batches: Any, after: Callable[[], None] | None = None
+    ) -> tuple[float, float]:
         """Mean loss and accuracy of one pass over `batches`."""
         for var in (self.loss_sum, self.correct, self.count):
             var.assign(self.tf.zeros_like(var))
         for x, y in batches:
             step(x, y)
+            if after is not None:
+                after()
         count = max(1, int(self.count.numpy()))
         return float(self.loss_sum.numpy()) / count, int(self.correct.numpy()) / count
 
@@ -150,19 +160,26 @@ def train_and_evaluate(
     seed: int,
     on_epoch: EpochCallback = lambda *_: None,
     augmentation: AugmentationSpec | None = None,
+    pruning: PruningSpec | None = None,
 ) -> TrainResult:
+    """Train `c.epochs` epochs; with `pruning` (and c.pruning magnitude or n_m), prune on its
+    schedule and score the pruned model."""
     started = time.perf_counter()
     steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
     optimizer = make_optimizer(c.optimizer, c.learning_rate, steps_per_epoch * c.epochs, precision=c.precision)
     augment = make_augmenter(augmentation, seed) if augmentation is not None else None
-    steps = _Steps(model, optimizer, jit_compile=c.xla, augment=augment)
+    pruner = None
+    if pruning is not None and c.pruning in ("magnitude", "n_m"):
+        pruner = Pruner.for_model(model, c.pruning, c.sparsity, pruning, steps_per_epoch * c.epochs)
+    masks = pruner.masks() if pruner else None
+    steps = _Steps(model, optimizer, jit_compile=c.xla, augment=augment, masks=masks)
     train = pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed)
     val = pipeline(data.x_val, data.y_val, max(c.batch_size, 256), shuffle_seed=None)
     history: dict[str, list[float]] = {"loss": [], "accuracy": [], "val_loss": [], "val_accuracy": []}
     epoch_seconds = []
     for epoch in range(1, c.epochs + 1):
         t0 = time.perf_counter()
-        loss, accuracy = steps.run(steps.train_step, train)
+        loss, accuracy = steps.run(steps.train_step, train, pruner.after_step if pruner else None)
         epoch_seconds.append(time.perf_counter() - t0)
         if not math.isfinite(loss):
             raise TrainingDiverged(f"training loss became {loss} in epoch {epoch} of {c.epochs}")
@@ -170,6 +187,9 @@ def train_and_evaluate(
         for key, value in zip(history, (loss, accuracy, val_loss, val_accuracy), strict=True):
             history[key].append(value)
         on_epoch(epoch, c.epochs, {"loss": loss, "val_accuracy": val_accuracy})
+    if pruner is not None:
+        pruner.finish()  # exact final masks, then score what will be deployed
+        history["val_loss"][-1], history["val_accuracy"][-1] = steps.run(steps.eval_step, val)
     # The final model is what a user would deploy, so its accuracy is the objective (not the
     # best epoch's).
     steady = epoch_seconds[1:] or epoch_seconds

@@ -4,24 +4,29 @@ exists), build it, measure it on this device, check measured constraints, train 
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import keras
 import optuna
 
-from .arch import plan_network
+from .arch import NetworkPlan, plan_network
+from .candidate import Candidate
+from .channels import pruned_plan
 from .constraints import static_constraints
 from .data import Dataset
+from .deploy import Deployed, deploy
 from .hardware import HardwareCost, HardwareProfiler
 from .model import build_plan
+from .pruning import sparsity_report
 from .space import ConstraintsSpec, SearchSpace
-from .train import train_and_evaluate
+from .train import TrainResult, train_and_evaluate
 
 if TYPE_CHECKING:
     from nas.storage.weights import WeightStore
@@ -98,9 +103,61 @@ class TrialRunner:
                 "image_size, or faster storage)"
             )
 
-    def _values(self, accuracy: float, cost: HardwareCost | None) -> list[float]:
-        figures = {"accuracy": accuracy, "throughput": cost.primary.images_per_s if cost else 0.0}
+    def _values(
+        self,
+        accuracy: float,
+        cost: HardwareCost | None,
+        deployed: Deployed | None = None,
+        net: NetworkPlan | None = None,
+    ) -> list[float]:
+        # A screened trial is infeasible (the front ignores it); its size is the plan's and its
+        # latency a large stand-in, since Optuna takes no missing values.
+        figures = {
+            "accuracy": accuracy,
+            "throughput": cost.primary.images_per_s if cost else 0.0,
+            "model_size": float(deployed.model_bytes if deployed else net.weight_bytes() if net else 0),
+            "tflite_latency": deployed.latency_ms if deployed and deployed.latency_ms is not None else 1e9,
+        }
         return [figures[name] for name in self.space.spec.objectives]
+
+    def _train(
+        self, model: keras.Model, net_full: NetworkPlan, net: NetworkPlan, candidate: Candidate, on_epoch: Any
+    ) -> tuple[keras.Model, TrainResult]:
+        """Train; channel pruning trains the full network for the first `begin` of the epochs,
+        cuts it to `net` (the measured network) and trains that for the rest."""
+        spec = self.space.spec
+        augmentation = spec.dataset.augmentation if spec.dataset.augmentation.active else None
+        pruning = spec.compression.pruning
+        seed = self.seed + self.trial_number
+        if candidate.pruning != "channel" or candidate.epochs < 2:
+            result = train_and_evaluate(
+                model, candidate, self.data, seed=seed, on_epoch=on_epoch, augmentation=augmentation, pruning=pruning
+            )
+            return model, result
+        from dataclasses import replace
+
+        from .channels import transfer
+
+        first = min(candidate.epochs - 1, max(1, round(pruning.begin * candidate.epochs)))
+        full = build_plan(net_full)
+        early = train_and_evaluate(
+            full, replace(candidate, epochs=first), self.data, seed=seed, on_epoch=on_epoch, augmentation=augmentation
+        )
+        transfer(full, model, net_full, net)
+        # Continue the cosine schedule where the first phase left it.
+        progress = first / candidate.epochs
+        rate = candidate.learning_rate * 0.5 * (1 + math.cos(math.pi * progress))
+        late = train_and_evaluate(
+            model,
+            replace(candidate, epochs=candidate.epochs - first, learning_rate=rate),
+            self.data,
+            seed=seed + 1,
+            on_epoch=lambda e, n, logs: on_epoch(first + e, candidate.epochs, logs),
+            augmentation=augmentation,
+        )
+        history = {k: early.history[k] + late.history[k] for k in early.history}
+        del full
+        return model, replace(late, history=history, seconds=early.seconds + late.seconds)
 
     def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: str) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""
@@ -142,15 +199,18 @@ class TrialRunner:
         spec = self.space.spec
         model: keras.Model | None = None
         candidate = self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels)
+        self.trial_number = trial.number
         try:
             with phase("plan"):
-                net = plan_network(candidate)
+                net_full = plan_network(candidate)
+                # Channel pruning deploys (and so measures) the cut network.
+                net = pruned_plan(net_full, candidate.sparsity) if candidate.pruning == "channel" else net_full
                 params, flops = net.params(), net.flops()
                 trial.set_user_attr("params", params)
                 trial.set_user_attr("flops", flops)
                 trial.set_user_attr("model_bytes", net.weight_bytes())
             if self._screened(trial, static_constraints(spec.constraints, net), "static"):
-                return TrialOutcome(self._values(0.0, None), "static")
+                return TrialOutcome(self._values(0.0, None, net=net), "static")
             with precision_policy(candidate.precision):
                 with phase("build"):
                     keras.utils.set_random_seed(self.seed + trial.number)
@@ -172,29 +232,38 @@ class TrialRunner:
                     if peak:
                         trial.set_user_attr("peak_fraction", achieved / peak)
                 if self._screened(trial, measured_constraints(spec.constraints, cost), "measured"):
-                    return TrialOutcome(self._values(0.0, cost), "measured")
+                    return TrialOutcome(self._values(0.0, cost, net=net), "measured")
 
                 def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
                     acc = logs.get("val_accuracy")
                     self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
 
                 with phase("train"), self.profiler.lock.shared():
-                    result = train_and_evaluate(
-                        model,
-                        candidate,
-                        self.data,
-                        seed=self.seed + trial.number,
-                        on_epoch=on_epoch,
-                        augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
-                    )
+                    model, result = self._train(model, net_full, net, candidate, on_epoch)
                     trial.set_user_attr("history", result.history)
                     trial.set_user_attr("val_loss", result.loss)
                     trial.set_user_attr("train_images_per_s", round(result.images_per_s, 1))
                     self._check_input_bound(trial, result.images_per_s)
+                    if candidate.pruning in ("magnitude", "n_m"):
+                        trial.set_user_attr("sparsity", sparsity_report(model, list(spec.compression.pruning.exclude)))
+                objectives = spec.objectives
+                with phase("deploy"), self.profiler.lock.shared():
+                    deployed = deploy(
+                        model,
+                        candidate.quantization,
+                        self.data,
+                        convert="model_size" in objectives or "tflite_latency" in objectives,
+                        latency="tflite_latency" in objectives,
+                        threads=spec.compression.tflite_threads,
+                    )
+                    trial.set_user_attr("deploy", deployed.to_attr())
+                    trial.set_user_attr("keras_accuracy", result.accuracy)
                 if self.weights is not None:
                     with phase("save"):
                         self._save_weights(trial, model)
-            return TrialOutcome(self._values(result.accuracy, cost))
+            # The objective is the accuracy of what will be deployed (after pruning and quantization).
+            accuracy = deployed.accuracy if deployed.accuracy is not None else result.accuracy
+            return TrialOutcome(self._values(accuracy, cost, deployed, net))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a
             # long search grows until it is killed (the classic KerasTuner complaint).

@@ -68,7 +68,7 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert 0 < attrs["peak_fraction"] < 1
         assert attrs["throughput_spread"] >= 0
         assert attrs["device"]["kind"] == "cpu" and attrs["device"]["tensorflow"].startswith("2.")
-        assert set(attrs["durations"]) == {"plan", "build", "measure", "train", "save", "total"}
+        assert set(attrs["durations"]) == {"plan", "build", "measure", "train", "deploy", "save", "total"}
         assert attrs["weights_bytes"] > 0
         assert attrs["worker"]["pid"] > 0
         assert set(t.params) == {
