@@ -10,11 +10,15 @@ on every device.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import keras
 import numpy as np
 
-from .arch import BlockPlan, NetworkPlan, make_divisible
+from .arch import BlockPlan, NetworkPlan, make_divisible, plan_network
+from .candidate import Candidate
+
+if TYPE_CHECKING:  # `nas space` commands use deployed_plan without TensorFlow
+    import keras
 
 
 def pruned_plan(net: NetworkPlan, sparsity: float) -> NetworkPlan:
@@ -57,3 +61,9 @@ def transfer(full: keras.Model, small: keras.Model, full_net: NetworkPlan, small
         if not layer.weights:
             continue
         layer.set_weights(sliced.get(layer.name) or full.get_layer(layer.name).get_weights())
+
+
+def deployed_plan(candidate: Candidate) -> NetworkPlan:
+    """The network a candidate deploys (and is measured as): cut when it is channel-pruned."""
+    net = plan_network(candidate)
+    return pruned_plan(net, candidate.sparsity) if candidate.pruning == "channel" else net

@@ -170,9 +170,9 @@ def sample_cmd(
     loaded = load_space(space)
     classes, channels = output_shape(loaded.spec)
     values, candidate = sample(loaded, seed, classes, channels)
-    from .arch import plan_network
+    from .channels import deployed_plan
 
-    net = plan_network(candidate)
+    net = deployed_plan(candidate)
     limits = static_constraints(loaded.spec.constraints, net)
     report: dict[str, Any] = {
         "seed": seed,

@@ -153,9 +153,15 @@ def _float32_model(model: keras.Model, space: SearchSpace, params: dict[str, Any
         getattr(layer, "dtype_policy", None) is None or layer.dtype_policy.name == "float32" for layer in model.layers
     ):
         return model
-    from .model import build_model
+    from .arch import plan_network
+    from .channels import pruned_plan
+    from .model import build_plan
 
-    float_model = build_model(space.candidate(params, num_classes=classes, channels=channels))
+    candidate = space.candidate(params, num_classes=classes, channels=channels)
+    net = plan_network(candidate)
+    if candidate.pruning == "channel":  # the trained model is the cut network
+        net = pruned_plan(net, candidate.sparsity)
+    float_model = build_plan(net)
     float_model.set_weights(model.get_weights())
     return float_model
 
@@ -241,22 +247,34 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Any, seed: int) -> keras.Model:
-    """Train the candidate again on training + validation data, like AutoKeras' final fit."""
+    """Train the candidate again on training + validation data (like AutoKeras' final fit),
+    with its pruning method."""
     from dataclasses import replace
 
-    from .model import build_model
-    from .train import train_and_evaluate
+    from .arch import plan_network
+    from .channels import pruned_plan
+    from .compressed_training import train_compressed
+    from .model import build_plan
     from .trial import precision_policy
 
     candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
     full = replace(
         data, x_train=np.concatenate([data.x_train, data.x_val]), y_train=np.concatenate([data.y_train, data.y_val])
     )
+    net_full = plan_network(candidate)
+    net = pruned_plan(net_full, candidate.sparsity) if candidate.pruning == "channel" else net_full
+    augmentation = space.spec.dataset.augmentation
     with precision_policy(candidate.precision):
-        model = build_model(candidate, seed=seed + t.number)
-        augmentation = space.spec.dataset.augmentation
-        train_and_evaluate(
-            model, candidate, full, seed=seed + t.number, augmentation=augmentation if augmentation.active else None
+        keras.utils.set_random_seed(seed + t.number)
+        model, _ = train_compressed(
+            build_plan(net),
+            net_full,
+            net,
+            candidate,
+            full,
+            seed=seed + t.number,
+            pruning=space.spec.compression.pruning,
+            augmentation=augmentation if augmentation.active else None,
         )
     return _float32_model(model, space, t.params, data.num_classes, data.channels)
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import optuna
 
-from .arch import NetworkPlan, plan_network
+from .arch import NetworkPlan
 from .candidate import Candidate
+from .channels import deployed_plan
 from .constraints import static_constraints
 from .errors import NasError
 from .params import Param
@@ -104,7 +105,7 @@ def probe(space: SearchSpace, classes: int, channels: int, n: int = _PROBES) -> 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for _ in range(n):
-        net = plan_network(space.sample(study.ask(), num_classes=classes, channels=channels))
+        net = deployed_plan(space.sample(study.ask(), num_classes=classes, channels=channels))
         out.params.append(net.params())
         out.flops.append(net.flops())
         out.feasible += all(v <= 0 for v in static_constraints(space.spec.constraints, net).values())
@@ -115,7 +116,7 @@ def fixed_network(space: SearchSpace, classes: int, channels: int) -> NetworkPla
     """The network when no architecture parameter is searched, else None."""
     if any(name not in _NOT_ARCHITECTURE for name in space.searchable()):
         return None
-    return plan_network(sample(space, 0, classes, channels)[1])
+    return deployed_plan(sample(space, 0, classes, channels)[1])
 
 
 def network_summary(net: NetworkPlan) -> dict[str, Any]:

@@ -4,7 +4,6 @@ exists), build it, measure it on this device, check measured constraints, train 
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ import optuna
 from .arch import NetworkPlan, plan_network
 from .candidate import Candidate
 from .channels import pruned_plan
+from .compressed_training import train_compressed
 from .constraints import static_constraints
 from .data import Dataset
 from .deploy import Deployed, deploy
@@ -26,7 +26,7 @@ from .hardware import HardwareCost, HardwareProfiler
 from .model import build_plan
 from .pruning import sparsity_report
 from .space import ConstraintsSpec, SearchSpace
-from .train import TrainResult, train_and_evaluate
+from .train import TrainResult
 
 if TYPE_CHECKING:
     from nas.storage.weights import WeightStore
@@ -123,41 +123,18 @@ class TrialRunner:
     def _train(
         self, model: keras.Model, net_full: NetworkPlan, net: NetworkPlan, candidate: Candidate, on_epoch: Any
     ) -> tuple[keras.Model, TrainResult]:
-        """Train; channel pruning trains the full network for the first `begin` of the epochs,
-        cuts it to `net` (the measured network) and trains that for the rest."""
         spec = self.space.spec
-        augmentation = spec.dataset.augmentation if spec.dataset.augmentation.active else None
-        pruning = spec.compression.pruning
-        seed = self.seed + self.trial_number
-        if candidate.pruning != "channel" or candidate.epochs < 2:
-            result = train_and_evaluate(
-                model, candidate, self.data, seed=seed, on_epoch=on_epoch, augmentation=augmentation, pruning=pruning
-            )
-            return model, result
-        from dataclasses import replace
-
-        from .channels import transfer
-
-        first = min(candidate.epochs - 1, max(1, round(pruning.begin * candidate.epochs)))
-        full = build_plan(net_full)
-        early = train_and_evaluate(
-            full, replace(candidate, epochs=first), self.data, seed=seed, on_epoch=on_epoch, augmentation=augmentation
-        )
-        transfer(full, model, net_full, net)
-        # Continue the cosine schedule where the first phase left it.
-        progress = first / candidate.epochs
-        rate = candidate.learning_rate * 0.5 * (1 + math.cos(math.pi * progress))
-        late = train_and_evaluate(
+        return train_compressed(
             model,
-            replace(candidate, epochs=candidate.epochs - first, learning_rate=rate),
+            net_full,
+            net,
+            candidate,
             self.data,
-            seed=seed + 1,
-            on_epoch=lambda e, n, logs: on_epoch(first + e, candidate.epochs, logs),
-            augmentation=augmentation,
+            seed=self.seed + self.trial_number,
+            pruning=spec.compression.pruning,
+            augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
+            on_epoch=on_epoch,
         )
-        history = {k: early.history[k] + late.history[k] for k in early.history}
-        del full
-        return model, replace(late, history=history, seconds=early.seconds + late.seconds)
 
     def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: str) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""

@@ -364,3 +364,18 @@ def test_sample_needs_the_number_of_classes(tmp_path: Path, capsys: pytest.Captu
     data["dataset"] = {"source": "npz", "path": "data.npz"}
     code, _, err = _nas(capsys, "space", "sample", str(_write(tmp_path, data)))
     assert code == 2 and "set model.num_classes" in err
+
+
+def test_space_commands_do_not_import_tensorflow(tmp_path: Path) -> None:
+    import subprocess
+
+    probe = (
+        "import sys; from nas.search.cli import main; "
+        "sys.argv = ['nas', 'space', 'show', 'efficientnet']; "
+        "import contextlib\n"
+        "with contextlib.suppress(SystemExit): main()\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TensorFlow was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Space 'efficientnet'" in done.stdout
