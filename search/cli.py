@@ -238,7 +238,11 @@ def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: 
 
 
 @app.command()
-def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
+def status(
+    storage: StorageOpt = None,
+    format: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    debug: DebugOpt = False,
+) -> None:
     """List the studies in the storage with their progress."""
     from rich.table import Table
 
@@ -252,6 +256,12 @@ def status(storage: StorageOpt = None, debug: DebugOpt = False) -> None:
     opened = open_storage(url, create=False)
     rows = study_summaries(opened)
     cache = cache_summary(opened)
+    if format != Format.table:
+        import json
+        from dataclasses import asdict
+
+        print(json.dumps({"storage": url.masked, "studies": rows, "cache": asdict(cache) if cache else None}, indent=2))
+        return
     if cache is not None:
         out.print(
             f"Measurement cache: {cache.entries} measurements, {cache.hits} hits "
@@ -332,9 +342,11 @@ def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str
 
 def _add_subcommands() -> None:
     from .cli_export import export
+    from .cli_report import report
     from .cli_space import space_app
 
     app.command()(export)
+    app.command()(report)
     app.add_typer(space_app, name="space")
 
 

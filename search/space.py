@@ -167,12 +167,15 @@ OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
 }
 
 
+DEFAULT_OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {"accuracy": "maximize", "throughput": "maximize"}
+
+
 class SpaceSpec(_Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()
-    objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(OBJECTIVES))
+    objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
     compute: ComputeSpec = ComputeSpec()
     constraints: ConstraintsSpec = ConstraintsSpec()
     compression: CompressionSpec = CompressionSpec()

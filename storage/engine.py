@@ -73,7 +73,7 @@ def open_storage(
     url: StorageURL,
     *,
     create: bool = True,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    heartbeat_interval: int | None = HEARTBEAT_INTERVAL_S,
     grace_period: int = GRACE_PERIOD_S,
 ) -> optuna.storages.RDBStorage:
     """Open (and with `create`, initialise) the storage; user-facing failures raise NasError.

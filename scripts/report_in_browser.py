@@ -1,0 +1,63 @@
+"""Open a `nas report` file in headless Chromium and check that its plots rendered.
+
+    python scripts/report_in_browser.py report.html [--screenshot shot.png]
+
+Needs Debian's `chromium` (apt-get install chromium). Chromium runs the embedded plotly.js
+offline (the page has no network address to reach), then the rendered DOM is checked: every
+plot must have drawn its SVG, and the Pareto plot must hold one marker per finished trial.
+Exit status 0 when all of that holds, 1 otherwise (with what was missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report", type=Path)
+    parser.add_argument("--screenshot", type=Path)
+    args = parser.parse_args()
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        print("chromium not found: apt-get install chromium", file=sys.stderr)
+        return 2
+    url = args.report.resolve().as_uri()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000"]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    source = args.report.read_text(encoding="utf-8")
+    plots = len(re.findall(r'<div class="plot">', source))
+    found = re.search(r'<script type="application/json" id="summary">(.*?)</script>', source)
+    if found is None:
+        print(f"{args.report} is not a nas report", file=sys.stderr)
+        return 2
+    summary = json.loads(found.group(1))
+    drawn = dom.count('class="main-svg"')
+    # plotly draws each marker as a <path class="point">; the Pareto plot is the first plot.
+    first_plot = dom.split('id="plot1"')[0] if 'id="plot1"' in dom else dom
+    markers = first_plot.count('class="point"')
+    problems = []
+    if drawn < plots:
+        problems.append(f"{drawn} plotly SVG layers for {plots} plots")
+    if markers < summary["finished"]:
+        problems.append(f"Pareto plot shows {markers} markers for {summary['finished']} finished trials")
+    if "<tbody><tr>" not in dom:
+        problems.append("the trial table is empty")
+    if args.screenshot:
+        subprocess.run([*flags, "--window-size=1280,2400", f"--screenshot={args.screenshot.resolve()}", url],
+                       capture_output=True, timeout=120)  # fmt: skip
+    print(f"{args.report}: {plots} plots, {drawn} SVG layers, {markers} markers in the Pareto plot "
+          f"for {summary['finished']} finished trials")  # fmt: skip
+    for problem in problems:
+        print(f"FAILED: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
