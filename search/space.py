@@ -398,7 +398,9 @@ class SearchSpace:
 
     def fingerprint(self) -> str:
         """What must not change under a running study: everything but `name` and `search`."""
-        data = self.spec.model_dump(mode="json", exclude={"name", "search"})
+        # Defaults left out: a later version that adds a knob with a default does not make
+        # every existing study look changed.
+        data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
         return json.dumps(_plain(data), sort_keys=True)
 
 
