@@ -80,8 +80,13 @@ def pareto_figure(study: optuna.Study) -> Any:
     import plotly.graph_objects as go
 
     names = _names(study)
-    x_name, y_name = (names[1], names[0]) if len(names) > 1 else (names[0], names[0])
-    xi, yi = names.index(x_name), names.index(y_name)
+    # Two objectives or more: the second against the first. One: the objective by trial number.
+    x_name, y_name = (names[1], names[0]) if len(names) > 1 else ("trial", names[0])
+    yi = names.index(y_name)
+
+    def x_of(t: FrozenTrial) -> float:
+        return float(t.number) if x_name == "trial" else t.values[names.index(x_name)]
+
     front = {t.number for t in study.best_trials}
     groups: dict[str, list[FrozenTrial]] = {"Pareto front": [], "dominated": [], "infeasible": []}
     for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
@@ -95,10 +100,10 @@ def pareto_figure(study: optuna.Study) -> Any:
     fig = go.Figure()
     for label, trials in groups.items():
         if label == "Pareto front":
-            trials = sorted(trials, key=lambda t: t.values[xi])
+            trials = sorted(trials, key=x_of)
         fig.add_trace(
             go.Scatter(
-                x=[t.values[xi] for t in trials],
+                x=[x_of(t) for t in trials],
                 y=[t.values[yi] for t in trials],
                 mode="lines+markers" if label == "Pareto front" else "markers",
                 name=f"{label} ({len(trials)})",
@@ -108,7 +113,8 @@ def pareto_figure(study: optuna.Study) -> Any:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
-    fig.update_layout(title="Pareto front", xaxis_title=x_name, yaxis_title=y_name, template="plotly_white")
+    title = "Pareto front" if len(names) > 1 else f"{y_name} by trial (best in red)"
+    fig.update_layout(title=title, xaxis_title=x_name, yaxis_title=y_name, template="plotly_white")
     if x_name in LOG_OBJECTIVES:
         fig.update_xaxes(type="log")
     if y_name in LOG_OBJECTIVES:
