@@ -263,6 +263,19 @@ class _TrialLoop:
             if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
                 return "failures"
 
+    def _retain_weights(self) -> None:
+        """Delete the weights of trials that left the front; a failure here costs disk, never
+        the worker (the next trial's pass catches up)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from .retention import trials_to_keep
+
+        try:
+            keep = trials_to_keep(self.study, self.options.keep_top_k)
+            self.runner.weights.retain(self.study.study_name, keep)
+        except (OSError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            self.events.message(f"Warning: could not delete dominated trials' weights: {str(exc).splitlines()[0]}")
+
     def _run_one(self, trial: optuna.Trial) -> bool:
         """Run and record one trial; True when it failed."""
         from .trial import describe_failure
@@ -290,9 +303,7 @@ class _TrialLoop:
             return True
         frozen = with_lock_retries(study.tell, trial, outcome.values)
         if self.runner.weights is not None:
-            from .retention import trials_to_keep
-
-            self.runner.weights.retain(study.study_name, trials_to_keep(study, self.options.keep_top_k))
+            self._retain_weights()
         self.ran += 1
         self.consecutive_failures = 0
         self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))

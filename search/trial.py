@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import optuna
+from sqlalchemy.exc import SQLAlchemyError
 
 from .arch import NetworkPlan, plan_network
 from .candidate import Candidate
@@ -154,7 +155,7 @@ class TrialRunner:
                 model.save(path)
                 stored = self.weights.save(trial.study.study_name, trial.number, path)
             trial.set_user_attr("weights_bytes", stored.bytes)
-        except OSError as exc:
+        except (OSError, SQLAlchemyError) as exc:
             trial.set_user_attr("weights_error", str(exc)[:300])
             self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")
 
