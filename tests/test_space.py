@@ -144,7 +144,7 @@ BAD = [
     (
         "objectives.latency",
         "minimize",
-        "objectives: unknown objective 'latency' (available: accuracy, throughput)",
+        "objectives: unknown objective 'latency' (available: accuracy, throughput, model_size, tflite_latency)",
     ),
     ("objectives.accuracy", "minimize", "objectives: objective 'accuracy' can only be maximized"),
     ("dataset.validation_fraction", 1.5, "dataset.validation_fraction: 1.5: input should be less than 1"),
