@@ -53,20 +53,10 @@ class Point:
 
 
 def hypervolume(points: list[tuple[float, float]]) -> float:
-    """2-D hypervolume of maximised (accuracy, log10 throughput) above the reference point.
+    """2-D hypervolume of maximised (accuracy, log10 throughput) above the reference point."""
+    from nas.search.pareto import hypervolume_2d
 
-    Written out because Optuna's hypervolume routine is private API; in two dimensions it is
-    one sweep over the points sorted by the first objective.
-    """
-    kept = sorted(
-        ((a, t) for a, t in points if a > REF_ACCURACY and t > REF_LOG_THROUGHPUT), key=lambda p: (-p[0], -p[1])
-    )
-    volume, best_t = 0.0, REF_LOG_THROUGHPUT
-    for a, t in kept:
-        if t > best_t:
-            volume += (a - REF_ACCURACY) * (t - best_t)
-            best_t = t
-    return volume
+    return hypervolume_2d([list(p) for p in points], [REF_ACCURACY, REF_LOG_THROUGHPUT])
 
 
 def hv_curve(points: list[Point]) -> list[tuple[float, float]]:

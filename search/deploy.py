@@ -23,7 +23,7 @@ LATENCY_ROUND_S = 0.1
 class Deployed:
     accuracy: float | None  # in the LiteRT interpreter; None when not converted
     model_bytes: int  # the TFLite file, or the float32 weights when not converted
-    compressed_bytes: int  # zlib level 9: what unstructured sparsity buys
+    compressed_bytes: int | None  # zlib level 9: what sparsity buys (None: not pruned, not converted)
     latency_ms: float | None  # batch 1 in LiteRT, median of rounds
     converted: bool
 
@@ -62,13 +62,23 @@ def tflite_latency_ms(path: Path, threads: int) -> float:
 
 
 def deploy(
-    model: keras.Model, quantization: str, data: Dataset, *, convert: bool, latency: bool, threads: int
+    model: keras.Model,
+    quantization: str,
+    data: Dataset,
+    *,
+    convert: bool,
+    latency: bool,
+    threads: int,
+    pruned: bool = False,
 ) -> Deployed:
     """Convert (when asked, or when quantizing) and score the converted model; a converter
-    failure raises exporters.ConversionError and fails the trial with its reason."""
+    failure raises exporters.ConversionError and fails the trial with its reason.
+
+    Without conversion nothing is read back: the size is that of the float32 variables, and
+    the weights are compressed only for a pruned model, where the figure means something."""
     if not convert and quantization == "none":
-        raw = weight_bytes(model)
-        return Deployed(None, len(raw), len(zlib.compress(raw, 9)), None, False)
+        compressed = len(zlib.compress(weight_bytes(model), 9)) if pruned else None
+        return Deployed(None, 4 * model.count_params(), compressed, None, False)
     from .exporters import write_tflite
 
     representative = data.x_train[:200].astype(np.float32) / 255.0

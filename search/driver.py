@@ -263,7 +263,7 @@ class _TrialLoop:
             if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
                 return "failures"
 
-    def _retain_weights(self) -> None:
+    def _retain_weights(self, front: list[optuna.trial.FrozenTrial]) -> None:
         """Delete the weights of trials that left the front; a failure here costs disk, never
         the worker (the next trial's pass catches up)."""
         from sqlalchemy.exc import SQLAlchemyError
@@ -271,7 +271,7 @@ class _TrialLoop:
         from .retention import trials_to_keep
 
         try:
-            keep = trials_to_keep(self.study, self.options.keep_top_k)
+            keep = trials_to_keep(self.study, front, self.options.keep_top_k)
             self.runner.weights.retain(self.study.study_name, keep)
         except (OSError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
             self.events.message(f"Warning: could not delete dominated trials' weights: {str(exc).splitlines()[0]}")
@@ -302,9 +302,10 @@ class _TrialLoop:
             self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
             return True
         frozen = with_lock_retries(study.tell, trial, outcome.values)
+        front = study.best_trials  # one non-dominated sort per trial, for retention and the display
         if self.runner.weights is not None:
-            self._retain_weights()
+            self._retain_weights(front)
         self.ran += 1
         self.consecutive_failures = 0
-        self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
+        self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front))
         return False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import platform
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from optuna.trial import TrialState
 
 from nas import __version__
 from nas.storage import StorageURL, open_storage
-from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root
+from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
 
 from .errors import NasError
 from .exporters import QUANTIZABLE, ConversionError, Written
@@ -117,7 +116,7 @@ def _weights_file(store: WeightStore, study: str, trial: int, artifacts: str | N
         candidates.append(Path(artifacts).expanduser() / study / stored.path.name)
     for path in candidates:
         if path.is_file():
-            if hashlib.sha256(path.read_bytes()).hexdigest() != stored.sha256:
+            if sha256_file(path) != stored.sha256:
                 raise NasError(f"weights of trial {trial} at {path} do not match their recorded hash")
             return path
     raise NasError(
@@ -142,7 +141,7 @@ def _file_record(path: Path, root: Path) -> dict[str, Any]:
     return {
         "path": str(path.relative_to(root)),
         "bytes": path.stat().st_size,
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "sha256": sha256_file(path),
     }
 
 
@@ -153,15 +152,11 @@ def _float32_model(model: keras.Model, space: SearchSpace, params: dict[str, Any
         getattr(layer, "dtype_policy", None) is None or layer.dtype_policy.name == "float32" for layer in model.layers
     ):
         return model
-    from .arch import plan_network
-    from .channels import pruned_plan
+    from .channels import deployed_plan
     from .model import build_plan
 
-    candidate = space.candidate(params, num_classes=classes, channels=channels)
-    net = plan_network(candidate)
-    if candidate.pruning == "channel":  # the trained model is the cut network
-        net = pruned_plan(net, candidate.sparsity)
-    float_model = build_plan(net)
+    # The trained model of a channel-pruned candidate is the cut network.
+    float_model = build_plan(deployed_plan(space.candidate(params, num_classes=classes, channels=channels)))
     float_model.set_weights(model.get_weights())
     return float_model
 

@@ -58,3 +58,15 @@ def to_csv(records: list[dict[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(flat)
     return buf.getvalue()
+
+
+def hypervolume_2d(points: list[list[float]], reference: list[float]) -> float:
+    """Area dominated by maximised 2-D points above `reference`: one sweep over the points
+    sorted by the first objective (Optuna's general routine is private API)."""
+    kept = sorted((p for p in points if p[0] > reference[0] and p[1] > reference[1]), key=lambda p: (-p[0], -p[1]))
+    area, best = 0.0, reference[1]
+    for a, b in kept:
+        if b > best:
+            area += (a - reference[0]) * (b - best)
+            best = b
+    return area

@@ -121,7 +121,7 @@ class Pruner:
         """Called after each training step: recompute masks when the schedule says so."""
         self.step += 1
         if self.method == "n_m":
-            if self.step == self.begin or (self.begin == 0 and self.step == 1):
+            if self.step == max(1, self.begin):
                 self._update(lambda w: n_m_mask(w, self.spec.n, self.spec.m))
             return
         due = self.begin <= self.step <= self.end and (self.step - self.begin) % self.spec.frequency == 0

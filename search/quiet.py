@@ -44,7 +44,9 @@ def set_debug(debug: bool) -> None:
 
 
 @contextlib.contextmanager
-def _fd2_captured() -> Iterator[None]:
+def native_stderr_captured() -> Iterator[None]:
+    """Hide what C++ code prints to fd 2 (TensorFlow's start-up, TFLite's converter and LiteRT
+    log unconditionally); shown again if the block raises, and never hidden with --debug."""
     if _debug:
         yield
         return
@@ -64,12 +66,6 @@ def _fd2_captured() -> Iterator[None]:
             os.close(saved)
 
 
-def native_stderr_captured() -> contextlib.AbstractContextManager[None]:
-    """Hide what C++ code prints to fd 2 (TFLite's converter and LiteRT log unconditionally);
-    shown again if the block raises, and never hidden with --debug."""
-    return _fd2_captured()
-
-
 def import_tensorflow() -> ModuleType:
     """Import TensorFlow (and initialise its devices) without the start-up noise."""
     global _tf
@@ -79,7 +75,7 @@ def import_tensorflow() -> ModuleType:
 
     set_debug(_debug)
     apply_before_import()
-    with _fd2_captured():
+    with native_stderr_captured():
         import tensorflow as tf
 
         tf.get_logger().setLevel(logging.DEBUG if _debug else logging.ERROR)

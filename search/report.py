@@ -17,6 +17,8 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from .pareto import hypervolume_2d
+
 # Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
 LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
 
@@ -36,18 +38,6 @@ def _oriented(study: optuna.Study, t: FrozenTrial) -> list[float]:
         v = math.log10(max(value, 1e-12)) if name in LOG_OBJECTIVES else value
         out.append(v if direction == StudyDirection.MAXIMIZE else -v)
     return out
-
-
-def hypervolume_2d(points: list[list[float]], reference: list[float]) -> float:
-    """Area dominated by maximised 2-D points above `reference`: one sweep over the points
-    sorted by the first objective (Optuna's general routine is private API)."""
-    kept = sorted((p for p in points if p[0] > reference[0] and p[1] > reference[1]), key=lambda p: (-p[0], -p[1]))
-    area, best = 0.0, reference[1]
-    for a, b in kept:
-        if b > best:
-            area += (a - reference[0]) * (b - best)
-            best = b
-    return area
 
 
 def hypervolume_history(study: optuna.Study) -> list[tuple[float, float]]:

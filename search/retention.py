@@ -15,8 +15,9 @@ def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
     return all(v <= 0 for v in trial.constraints.values())
 
 
-def trials_to_keep(study: optuna.Study, top_k: int) -> set[int]:
-    keep = {t.number for t in study.best_trials}
+def trials_to_keep(study: optuna.Study, front: list[optuna.trial.FrozenTrial], top_k: int) -> set[int]:
+    """The front's trials (`study.best_trials`, which the caller already has), plus the top k."""
+    keep = {t.number for t in front}
     if top_k > 0:
         done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE and _feasible(t)]
         sign = -1.0 if study.directions[0] == StudyDirection.MAXIMIZE else 1.0

@@ -71,6 +71,9 @@ class SearchSpace:
         # The mapping the space was read from: stored on the study so that `nas worker` on
         # another machine rebuilds the same space without the file.
         self.document = document
+        self._sources = {
+            (i, field): self._source(i, field) for i in range(len(spec.model.stages)) for field in STAGE_FIELDS
+        }
         self._params = self._flatten()
 
     @property
@@ -79,6 +82,9 @@ class SearchSpace:
 
     def stage_source(self, stage: int, field: str) -> str:
         """The parameter a stage's field takes its value from."""
+        return self._sources[(stage, field)]
+
+    def _source(self, stage: int, field: str) -> str:
         m = self.spec.model
         if field in m.stages[stage].set_params():
             return f"stage{stage}.{field}"

@@ -10,14 +10,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import keras
 import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from .arch import NetworkPlan, plan_network
-from .candidate import Candidate
 from .channels import pruned_plan
 from .compressed_training import train_compressed
 from .constraints import static_constraints
@@ -27,7 +26,6 @@ from .hardware import HardwareCost, HardwareProfiler
 from .model import build_plan
 from .pruning import sparsity_report
 from .space import ConstraintsSpec, SearchSpace
-from .train import TrainResult
 
 if TYPE_CHECKING:
     from nas.storage.weights import WeightStore
@@ -121,22 +119,6 @@ class TrialRunner:
         }
         return [figures[name] for name in self.space.spec.objectives]
 
-    def _train(
-        self, model: keras.Model, net_full: NetworkPlan, net: NetworkPlan, candidate: Candidate, on_epoch: Any
-    ) -> tuple[keras.Model, TrainResult]:
-        spec = self.space.spec
-        return train_compressed(
-            model,
-            net_full,
-            net,
-            candidate,
-            self.data,
-            seed=self.seed + self.trial_number,
-            pruning=spec.compression.pruning,
-            augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
-            on_epoch=on_epoch,
-        )
-
     def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: str) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""
         for name, value in limits.items():
@@ -177,7 +159,6 @@ class TrialRunner:
         spec = self.space.spec
         model: keras.Model | None = None
         candidate = self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels)
-        self.trial_number = trial.number
         try:
             with phase("plan"):
                 net_full = plan_network(candidate)
@@ -217,7 +198,17 @@ class TrialRunner:
                     self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
 
                 with phase("train"), self.profiler.lock.shared():
-                    model, result = self._train(model, net_full, net, candidate, on_epoch)
+                    model, result = train_compressed(
+                        model,
+                        net_full,
+                        net,
+                        candidate,
+                        self.data,
+                        seed=self.seed + trial.number,
+                        pruning=spec.compression.pruning,
+                        augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
+                        on_epoch=on_epoch,
+                    )
                     trial.set_user_attr("history", result.history)
                     trial.set_user_attr("val_loss", result.loss)
                     trial.set_user_attr("train_images_per_s", round(result.images_per_s, 1))
@@ -233,6 +224,7 @@ class TrialRunner:
                         convert="model_size" in objectives or "tflite_latency" in objectives,
                         latency="tflite_latency" in objectives,
                         threads=spec.compression.tflite_threads,
+                        pruned=candidate.pruning != "none",
                     )
                     trial.set_user_attr("deploy", deployed.to_attr())
                     trial.set_user_attr("keras_accuracy", result.accuracy)

@@ -37,7 +37,8 @@ def default_artifact_root(url: StorageURL, override: str | None = None) -> Path:
     return Path.cwd() / "nas-artifacts"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (exported SavedModels can be large)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -77,7 +78,9 @@ class WeightStore:
         partial = target.with_suffix(".partial")
         shutil.copyfile(source, partial)
         os.replace(partial, target)
-        stored = StoredWeights(study, trial, socket.gethostname(), target, target.stat().st_size, _sha256(target), None)
+        stored = StoredWeights(
+            study, trial, socket.gethostname(), target, target.stat().st_size, sha256_file(target), None
+        )
         with Session(self.engine) as session, session.begin():
             # A re-run of the same trial number (a retried save) replaces the old row.
             session.execute(sa.delete(Weights).where(Weights.study == study, Weights.trial == trial))
