@@ -54,7 +54,7 @@ class Point:
 
 def hypervolume(points: list[tuple[float, float]]) -> float:
     """2-D hypervolume of maximised (accuracy, log10 throughput) above the reference point."""
-    from nas.search.pareto import hypervolume_2d
+    from nas.search.results import hypervolume_2d
 
     return hypervolume_2d([list(p) for p in points], [REF_ACCURACY, REF_LOG_THROUGHPUT])
 
@@ -98,9 +98,7 @@ def make_space(folder: Path, epochs: int) -> Path:
 
 
 def run_nas(space: Any, data: Any, sampler: str, seed: int, budget: float, folder: Path) -> list[Point]:
-    from nas.search.driver import run_search
-    from nas.search.events import SearchEvents
-    from nas.search.study import SearchOptions
+    from nas.search.engine import SearchEvents, SearchOptions, run_search
     from nas.storage import resolve_storage_url
 
     storage = resolve_storage_url(f"sqlite:///{folder / f'nas-{sampler}-{seed}.db'}")
@@ -131,8 +129,8 @@ def run_kerastuner(space: Any, data: Any, kind: str, seed: int, budget: float, f
     import keras_tuner as kt
 
     from nas.search.hardware import HardwareProfiler
-    from nas.search.model import build_model
-    from nas.search.train import train_and_evaluate
+    from nas.search.nets import build_model
+    from nas.search.training import train_and_evaluate
 
     class BudgetReached(kt.errors.FatalError):  # type: ignore[misc]
         """Raised from fit() to end the search: KerasTuner stops on fatal errors only."""
@@ -196,10 +194,10 @@ def run_isolated(name: str, seed: int, budget: float, epochs: int, folder: Path)
 
 
 def run_one(name: str, seed: int, budget: float, epochs: int, out: Path) -> None:
-    from nas.search import quiet
+    from nas.search import runtime
 
-    quiet.set_debug(False)
-    quiet.import_tensorflow()
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
     from nas.search.data import load_dataset
     from nas.search.space import load_space
 

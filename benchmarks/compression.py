@@ -60,11 +60,9 @@ SETTINGS = [
 def run_setting(space: Any, data: Any, profiler: Any, label: str, method: str, sparsity: float, quant: str) -> dict:
     import keras
 
-    from nas.search.arch import plan_network
-    from nas.search.channels import pruned_plan, transfer
     from nas.search.deploy import deploy
-    from nas.search.model import build_plan
-    from nas.search.train import train_and_evaluate
+    from nas.search.nets import build_plan, plan_network, pruned_plan, transfer
+    from nas.search.training import train_and_evaluate
 
     base = space.candidate({}, num_classes=10, channels=1)
     candidate = dataclasses.replace(base, pruning=method, sparsity=sparsity, quantization=quant)
@@ -127,10 +125,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "compression.json")
     args = parser.parse_args()
 
-    from nas.search import quiet
+    from nas.search import runtime
 
-    quiet.set_debug(False)
-    quiet.import_tensorflow()
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
     from nas.search.data import load_dataset
     from nas.search.hardware import HardwareProfiler
     from nas.search.space import MeasureSpec, space_from_dict

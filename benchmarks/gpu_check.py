@@ -18,18 +18,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.set_debug(False)
-tf = quiet.import_tensorflow()
+runtime.set_debug(False)
+tf = runtime.import_tensorflow()
 
-import keras  # noqa: E402
+import keras
 
-from nas.search.device import describe_device, unsupported_precisions  # noqa: E402
-from nas.search.measure import measure_latency, measure_throughput  # noqa: E402
-from nas.search.model import build_model, count_flops  # noqa: E402
-from nas.search.space import Candidate, StagePlan  # noqa: E402
-from nas.search.trial import precision_policy  # noqa: E402
+from nas.search.hardware import describe_device, measure_latency, measure_throughput, unsupported_precisions
+from nas.search.nets import build_model, count_flops
+from nas.search.space import Candidate, StagePlan
+from nas.search.training import precision_policy
 
 
 def networks() -> dict[str, Candidate]:

@@ -30,14 +30,14 @@ HERE = Path(__file__).resolve().parent
 
 def measure_networks(count: int, out: Path, rounds: int, round_seconds: float) -> None:
     """Worker mode: measure `count` sampled networks in this process, write JSON."""
-    from nas.search import quiet
+    from nas.search import runtime
 
-    quiet.set_debug(False)
-    quiet.import_tensorflow()
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
     import optuna
 
     from nas.search.hardware import HardwareProfiler, architecture_signature
-    from nas.search.model import build_model, count_flops
+    from nas.search.nets import build_model, count_flops
     from nas.search.space import MeasureSpec, load_space
 
     space = load_space("mobilenet")

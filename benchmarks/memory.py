@@ -21,20 +21,20 @@ import sys
 
 
 def trials(count: int, loop: str) -> list[float]:
-    from nas.search import quiet
+    from nas.search import runtime
 
-    quiet.set_debug(False)
-    quiet.import_tensorflow()
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
     import gc
 
     import keras
     import optuna
 
     from nas.search.data import load_dataset, pipeline
-    from nas.search.measure import measure_throughput
-    from nas.search.model import build_model
+    from nas.search.hardware import measure_throughput
+    from nas.search.nets import build_model
     from nas.search.space import load_space
-    from nas.search.train import make_optimizer, train_and_evaluate
+    from nas.search.training import make_optimizer, train_and_evaluate
 
     space = load_space("tiny")
     data = load_dataset(space.spec.dataset)

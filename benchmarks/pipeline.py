@@ -28,15 +28,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
 
-    from nas.search import quiet
+    from nas.search import runtime
 
-    quiet.import_tensorflow()
+    runtime.import_tensorflow()
     import optuna
 
     from nas.search.data import delivery_rate, load_dataset
-    from nas.search.model import build_model
+    from nas.search.nets import build_model
     from nas.search.space import DatasetSpec, load_space
-    from nas.search.train import train_and_evaluate
+    from nas.search.training import train_and_evaluate
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,18 +14,18 @@ import itertools
 import statistics
 import time
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.set_debug(False)
-quiet.import_tensorflow()
+runtime.set_debug(False)
+runtime.import_tensorflow()
 
-import keras  # noqa: E402
-import optuna  # noqa: E402
+import keras
+import optuna
 
-from nas.search.data import load_dataset, pipeline  # noqa: E402
-from nas.search.model import build_model  # noqa: E402
-from nas.search.space import load_space  # noqa: E402
-from nas.search.train import make_optimizer, train_and_evaluate  # noqa: E402
+from nas.search.data import load_dataset, pipeline
+from nas.search.nets import build_model
+from nas.search.space import load_space
+from nas.search.training import make_optimizer, train_and_evaluate
 
 
 def with_fit(model: keras.Model, candidate, data, epochs: int) -> list[float]:  # type: ignore[no-untyped-def]

@@ -24,8 +24,8 @@ from typing import Any
 
 import optuna
 
-from nas.search.errors import NasError
-from nas.search.events import SearchEvents, TrialReport
+from nas.errors import NasError
+from nas.search.engine import SearchEvents, TrialReport
 
 __all__ = ["NasError", "Study", "load", "search"]
 
@@ -54,7 +54,7 @@ class Study:
     @property
     def optuna(self) -> optuna.Study:
         """The underlying Optuna study (metric names set; every trial attribute there)."""
-        from nas.search.status import load_existing_study
+        from nas.search.engine import load_existing_study
         from nas.storage import open_storage
 
         url = self._url()
@@ -63,7 +63,7 @@ class Study:
     def pareto(self) -> list[dict[str, Any]]:
         """The feasible Pareto front as records (objectives, params, FLOPs, device figures,
         parameters), the same as `nas pareto --format json`."""
-        from nas.search.pareto import pareto_records
+        from nas.search.results import pareto_records
 
         return pareto_records(self.optuna)
 
@@ -94,10 +94,10 @@ class Study:
     ) -> dict[str, Any]:
         """Export like `nas export` and return the manifest; raises NasError when a parity
         check fails (the files and manifest.json are kept)."""
-        from nas.search import quiet
+        from nas.search import runtime
 
-        quiet.import_tensorflow()
-        from nas.search.export import ExportRequest, run_export
+        runtime.import_tensorflow()
+        from nas.search.results import ExportRequest, run_export
 
         request = ExportRequest(
             storage=self._url(),
@@ -116,7 +116,7 @@ class Study:
 
     def report(self, out: str | Path, *, png: bool = False) -> Path:
         """Write the offline HTML report (and the Pareto plot as PNG beside it)."""
-        from nas.search.report import build_report, pareto_png
+        from nas.search.results import build_report, pareto_png
 
         target = Path(out).expanduser()
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -143,12 +143,12 @@ def search(
     `space` is a space file, a preset name, or a mapping with the keys of a space file;
     defaults come from the space as on the command line. `on_trial` is called with each
     finished trial's report."""
-    from nas.search import quiet
+    from nas.search import runtime
+    from nas.search.engine import SearchOptions
     from nas.search.space import load_space, space_from_dict
-    from nas.search.study import SearchOptions
     from nas.storage import resolve_storage_url
 
-    quiet.set_debug(False)
+    runtime.set_debug(False)
     loaded = space_from_dict(dict(space), "<dict>") if isinstance(space, Mapping) else load_space(str(space))
     url = resolve_storage_url(storage)
     options = SearchOptions(
@@ -160,8 +160,8 @@ def search(
         timeout=timeout,
         keep_top_k=keep_top_k,
     )
-    quiet.import_tensorflow()
-    from nas.search.driver import run_search
+    runtime.import_tensorflow()
+    from nas.search.engine import run_search
 
     outcome = run_search(loaded, options, _Callback(on_trial))
     if outcome.stopped_by == "failures":

@@ -37,7 +37,7 @@ from keras_tuner.src.engine import hyperparameters as hp_module
 from keras_tuner.src.engine import trial as trial_module
 from optuna.trial import TrialState
 
-from nas.search.study import make_sampler
+from nas.search.engine import make_sampler
 from nas.storage import open_storage, resolve_storage_url
 
 __all__ = ["OptunaOracle"]

@@ -10,7 +10,7 @@ import sqlalchemy
 import sqlalchemy.exc
 from sqlalchemy import event
 
-from nas.search.errors import NasError
+from nas.errors import NasError
 
 from .models import Base
 from .urls import StorageURL

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import sqlalchemy
 from sqlalchemy import text
 
-from nas.search.errors import NasError
+from nas.errors import NasError
 
 from .urls import StorageURL
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import sqlalchemy.exc
 from sqlalchemy.engine import URL, make_url
 
-from nas.search.errors import NasError
+from nas.errors import NasError
 
 ENV_VAR = "NAS_STORAGE"
 DEFAULT_URL = "sqlite:///nas.db"

@@ -12,24 +12,39 @@ import optuna
 import pytest
 import yaml
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
-import keras  # noqa: E402
+runtime.import_tensorflow()
+import keras
 
-from nas.search.arch import plan_network  # noqa: E402
-from nas.search.channels import pruned_plan, transfer  # noqa: E402
-from nas.search.compression_spec import PruningSpec  # noqa: E402
-from nas.search.data import Dataset, load_dataset  # noqa: E402
-from nas.search.deploy import deploy  # noqa: E402
-from nas.search.exporters import ConversionError, write_tflite  # noqa: E402
-from nas.search.hardware import HardwareProfiler  # noqa: E402
-from nas.search.model import build_model, build_plan  # noqa: E402
-from nas.search.pruning import n_m_mask, prunable_kernels, sparsity_report  # noqa: E402
-from nas.search.space import MeasureSpec, load_space, space_from_dict  # noqa: E402
-from nas.search.train import train_and_evaluate  # noqa: E402
+from nas.search.data import Dataset, load_dataset
+from nas.search.deploy import (
+    ConversionError,
+    deploy,
+    write_tflite,
+)
+from nas.search.hardware import HardwareProfiler
+from nas.search.nets import (
+    build_model,
+    build_plan,
+    plan_network,
+    pruned_plan,
+    transfer,
+)
+from nas.search.space import (
+    MeasureSpec,
+    PruningSpec,
+    load_space,
+    space_from_dict,
+)
+from nas.search.training import (
+    n_m_mask,
+    prunable_kernels,
+    sparsity_report,
+    train_and_evaluate,
+)
 
-from .conftest import run_nas  # noqa: E402
+from .conftest import run_nas
 
 SPACE = """
 name: compress

@@ -11,15 +11,15 @@ import pytest
 import yaml
 from PIL import Image
 
-from nas.search import quiet
+from nas.search import runtime
 
-tf = quiet.import_tensorflow()
+tf = runtime.import_tensorflow()
 
-from nas.search.data import Dataset, load_dataset, pipeline  # noqa: E402
-from nas.search.errors import NasError  # noqa: E402
-from nas.search.space import DatasetSpec  # noqa: E402
+from nas.errors import NasError
+from nas.search.data import Dataset, load_dataset, pipeline
+from nas.search.space import DatasetSpec
 
-from .conftest import REPO, run_nas  # noqa: E402
+from .conftest import REPO, run_nas
 
 
 def _digits(classes: int = 3, per_class: int = 12) -> tuple[np.ndarray, np.ndarray]:

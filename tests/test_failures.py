@@ -7,16 +7,18 @@ from pathlib import Path
 import numpy as np
 from optuna.trial import TrialState
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
+runtime.import_tensorflow()
 
-from nas.search.data import Dataset, load_dataset  # noqa: E402
-from nas.search.driver import run_search  # noqa: E402
-from nas.search.events import SearchEvents  # noqa: E402
-from nas.search.space import load_space  # noqa: E402
-from nas.search.study import SearchOptions  # noqa: E402
-from nas.storage import resolve_storage_url  # noqa: E402
+from nas.search.data import Dataset, load_dataset
+from nas.search.engine import (
+    SearchEvents,
+    SearchOptions,
+    run_search,
+)
+from nas.search.space import load_space
+from nas.storage import resolve_storage_url
 
 
 def test_failing_trials_are_recorded_and_the_search_stops_after_a_run_of_them(tmp_path: Path) -> None:

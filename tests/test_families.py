@@ -12,16 +12,19 @@ import optuna
 import pytest
 import yaml
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
-import keras  # noqa: E402
+runtime.import_tensorflow()
+import keras
 
-from nas.search.arch import plan_network  # noqa: E402
-from nas.search.model import build_model, count_flops  # noqa: E402
-from nas.search.space import load_space, space_from_dict  # noqa: E402
+from nas.search.nets import (
+    build_model,
+    count_flops,
+    plan_network,
+)
+from nas.search.space import load_space, space_from_dict
 
-from .conftest import REPO, run_nas  # noqa: E402
+from .conftest import REPO, run_nas
 
 FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 

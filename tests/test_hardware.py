@@ -11,22 +11,30 @@ from pathlib import Path
 import optuna
 import pytest
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
+runtime.import_tensorflow()
 
-import keras  # noqa: E402
+import keras
 
-from nas.search.device import describe_device, device_key, lock_name, unsupported_precisions  # noqa: E402
-from nas.search.devicelock import DeviceLock  # noqa: E402
-from nas.search.errors import NasError  # noqa: E402
-from nas.search.events import SearchEvents  # noqa: E402
-from nas.search.hardware import HardwareProfiler, architecture_signature  # noqa: E402
-from nas.search.model import build_model  # noqa: E402
-from nas.search.space import MeasureSpec, load_space, space_from_dict  # noqa: E402
-from nas.search.study import restrict_to_device  # noqa: E402
-from nas.search.trial import precision_policy  # noqa: E402
-from nas.storage import MeasurementCache, open_storage, resolve_storage_url  # noqa: E402
+from nas.errors import NasError
+from nas.search.engine import (
+    SearchEvents,
+    restrict_to_device,
+)
+from nas.search.hardware import (
+    DeviceLock,
+    HardwareProfiler,
+    architecture_signature,
+    describe_device,
+    device_key,
+    lock_name,
+    unsupported_precisions,
+)
+from nas.search.nets import build_model
+from nas.search.space import MeasureSpec, load_space, space_from_dict
+from nas.search.training import precision_policy
+from nas.storage import MeasurementCache, open_storage, resolve_storage_url
 
 
 class Recorder(SearchEvents):
@@ -128,7 +136,7 @@ def test_cache_hit_from_another_process(tmp_path: Path) -> None:
     code = (
         "import optuna\n"
         "from tests.test_hardware import _candidate, _profiler\n"
-        "from nas.search.model import build_model\n"
+        "from nas.search.nets.build import build_model\n"
         "from pathlib import Path\n"
         f"profiler = _profiler(Path({str(db)!r}))\n"
         "cost = profiler.measure(build_model(_candidate(), seed=0), precision='float32', xla=False)\n"
@@ -160,7 +168,7 @@ def test_measuring_waits_for_training_in_another_process(tmp_path: Path) -> None
     trainer = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from nas.search.devicelock import DeviceLock\n"
+        "from nas.search.hardware.lock import DeviceLock\n"
         f"lock = DeviceLock('cpu', Path({str(tmp_path)!r}))\n"
         "with lock.shared():\n"
         "    print('holding', flush=True)\n"
@@ -181,7 +189,7 @@ def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
     holder = (
         "import time\n"
         "from pathlib import Path\n"
-        "from nas.search.devicelock import DeviceLock\n"
+        "from nas.search.hardware.lock import DeviceLock\n"
         f"with DeviceLock('cpu', Path({str(tmp_path)!r})).exclusive():\n"
         "    print('holding', flush=True)\n"
         "    time.sleep(600)\n"

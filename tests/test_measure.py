@@ -2,14 +2,18 @@ from __future__ import annotations
 
 import optuna
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
+runtime.import_tensorflow()
 
-from nas.search.device import describe_device  # noqa: E402
-from nas.search.measure import measure_latency, measure_matmul_peak, measure_throughput  # noqa: E402
-from nas.search.model import build_model  # noqa: E402
-from nas.search.space import load_space  # noqa: E402
+from nas.search.hardware import (
+    describe_device,
+    measure_latency,
+    measure_matmul_peak,
+    measure_throughput,
+)
+from nas.search.nets import build_model
+from nas.search.space import load_space
 
 
 def _model():

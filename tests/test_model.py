@@ -4,14 +4,14 @@ import numpy as np
 import optuna
 import pytest
 
-from nas.search import quiet
+from nas.search import runtime
 
-quiet.import_tensorflow()
+runtime.import_tensorflow()
 
-import keras  # noqa: E402
+import keras
 
-from nas.search.model import build_model, count_flops, make_divisible  # noqa: E402
-from nas.search.space import load_space  # noqa: E402
+from nas.search.nets import build_model, count_flops, make_divisible
+from nas.search.space import load_space
 
 
 def _candidate(seed: int = 3):

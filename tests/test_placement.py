@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nas.search.errors import NasError
-from nas.search.placement import parse_gpus, plan_workers
+from nas.errors import NasError
+from nas.search.workers import parse_gpus, plan_workers
 
 from .conftest import server_url
 

@@ -8,7 +8,7 @@ import optuna
 import pytest
 import yaml
 
-from nas.search.errors import NasError
+from nas.errors import NasError
 from nas.search.space import load_space, preset_names, space_from_dict
 
 GOOD = """

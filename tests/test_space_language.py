@@ -13,11 +13,9 @@ import optuna
 import pytest
 import yaml
 
-from nas.search.arch import plan_network
 from nas.search.cli import main
-from nas.search.space import space_from_dict
-from nas.search.space_info import space_size
-from nas.search.units import parse_bytes, parse_count
+from nas.search.nets import plan_network, space_size
+from nas.search.space import parse_bytes, parse_count, space_from_dict
 
 from .test_space import BAD as BASIC_BAD
 from .test_space import _set, good

@@ -6,7 +6,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from nas.search.errors import NasError
+from nas.errors import NasError
 from nas.storage import open_storage, resolve_storage_url
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_digits
 
-from nas.search import quiet
+from nas.search import runtime
 
 NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -22,7 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Write digits as an image folder.")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "images")
     args = parser.parse_args()
-    tf = quiet.import_tensorflow()
+    tf = runtime.import_tensorflow()
     digits = load_digits()
     rng = np.random.default_rng(0)
     for i, (image, label) in enumerate(zip(digits.images, digits.target, strict=True)):

@@ -1,0 +1,378 @@
+"""The `nas` command line (Typer). TensorFlow is imported only by commands that need it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from nas.errors import NasError, SearchInterrupted
+from nas.search.cli.console import err, out
+from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
+
+app = typer.Typer(
+    name="nas",
+    help="Hardware-aware neural architecture search for TensorFlow/Keras.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Sampler(StrEnum):
+    tpe = "tpe"
+    nsga2 = "nsga2"
+    gp = "gp"
+    random = "random"
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+@app.command()
+def search(
+    space: Annotated[str, typer.Argument(help="Space file, or a preset name (mobilenet, tiny).")],
+    study: Annotated[str | None, typer.Option(help="Study name (default: the space's name).")] = None,
+    storage: StorageOpt = None,
+    trials: Annotated[
+        int | None, typer.Option(min=1, help="Total budget of finished trials (default: the space's).")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
+    sampler: Annotated[Sampler | None, typer.Option(help="Sampler (default: the space's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed (default: the space's).")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse earlier measurements of the same network on this device.")] = True,
+    screening: Annotated[
+        bool, typer.Option(help="Reject candidates that break a constraint before training them.")
+    ] = True,
+    max_consecutive_failures: Annotated[
+        int, typer.Option(min=1, help="Stop the search after this many failed trials in a row.")
+    ] = 5,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Worker processes on this machine (default: 1, or one per GPU of --gpus)."),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs for the workers, e.g. 0,1 (round-robin).")] = None,
+    workers_per_gpu: Annotated[
+        int | None, typer.Option(min=1, help="Workers sharing each GPU, each with a memory cap.")
+    ] = None,
+    recycle_after: RecycleOpt = 50,
+    weights: Annotated[
+        bool, typer.Option(help="Keep trained models of the Pareto front (and --keep-top-k) for `nas export`.")
+    ] = True,
+    keep_top_k: Annotated[
+        int, typer.Option(min=0, help="Also keep the weights of the K most accurate trials, dominated or not.")
+    ] = 0,
+    artifacts: ArtifactsOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Search SPACE; running it again resumes the study and runs only what is missing."""
+    from nas.search import runtime
+    from nas.search.engine import SearchOptions
+    from nas.search.space import load_space
+    from nas.search.workers import parse_gpus, plan_workers
+    from nas.storage import resolve_storage_url
+
+    runtime.set_debug(debug)
+    spec = load_space(space)
+    url = resolve_storage_url(storage)
+    gpu_list = parse_gpus(gpus)
+    if workers_per_gpu is not None and gpu_list is None:
+        raise NasError("--workers-per-gpu needs --gpus")
+    options = SearchOptions(
+        storage=url,
+        study_name=study or spec.name,
+        trials=trials or spec.spec.search.trials,
+        sampler=(sampler.value if sampler else spec.spec.search.sampler),
+        seed=spec.spec.search.seed if seed is None else seed,
+        timeout=timeout,
+        cache=cache,
+        screening=screening,
+        max_consecutive_failures=max_consecutive_failures,
+        keep_weights=weights,
+        keep_top_k=keep_top_k,
+        artifacts=os.path.abspath(artifacts) if artifacts else None,
+    )
+    objectives = list(spec.spec.objectives)
+    if (workers or 1) > 1 or gpu_list is not None:
+        from nas.search.cli.display_pool import PoolLiveView
+        from nas.search.workers import WorkerPool
+
+        placements = plan_workers(workers, gpu_list, workers_per_gpu)
+        pool = WorkerPool(options, placements, PoolLiveView(err, objectives), recycle_after=recycle_after, debug=debug)
+        outcome = pool.run(spec)
+        stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
+    else:
+        runtime.import_tensorflow()
+        from nas.search.cli.display import LiveSearchView
+        from nas.search.engine import run_search
+
+        single = run_search(spec, options, LiveSearchView(err, objectives))
+        stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
+    _report_end(options, stopped_by, finished, budget, show_front=True)
+
+
+def _report_end(options: Any, stopped_by: str, finished: int, budget: int, *, show_front: bool) -> None:
+    """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
+    for a runaway of failures, so scripts can tell."""
+    from nas.search.engine import load_existing_study
+    from nas.search.results import objective_names, pareto_records
+    from nas.storage import open_storage
+
+    if show_front:
+        loaded = load_existing_study(open_storage(options.storage, create=False), options.study_name, options.storage)
+        records = pareto_records(loaded)
+        if records:
+            title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
+            show_pareto(records, objective_names(loaded), title)
+    if stopped_by == "failures":
+        raise NasError(
+            f"stopped after {options.max_consecutive_failures} failed trials in a row; "
+            "see fail_reason of the last trials (`nas pareto` / `optuna trials`) or run with --debug"
+        )
+    if stopped_by == "timeout":
+        err.print(f"Timeout reached: {finished} of {budget} trials finished; run again to continue.")
+    if stopped_by == "interrupted":
+        err.print(
+            f"Stopped: {finished} of {budget} trials finished and saved, none left running. "
+            "Run the same command again to resume."
+        )
+        raise typer.Exit(130)
+    if stopped_by == "crashed":
+        raise NasError(f"every worker ended before the budget ({finished} of {budget} finished); see the lines above")
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Option("--study", help="Name of a study `nas search` created.")],
+    storage: StorageOpt = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
+    recycle_after: RecycleOpt = 0,
+    artifacts: ArtifactsOpt = None,
+    index: Annotated[int | None, typer.Option(hidden=True)] = None,
+    report_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Join a running study from this or any machine and run its trials until its budget is done.
+
+    The space, sampler and budget come from the study; with --recycle-after N the process
+    exits after N trials (a pool or a supervisor such as systemd starts a fresh one).
+    """
+    from nas.search import runtime
+    from nas.search.runtime import ENV_INDEX
+    from nas.storage import resolve_storage_url
+
+    runtime.set_debug(debug)
+    url = resolve_storage_url(storage)
+    if index is None:
+        # The sampler's seed must differ from every other worker's; a pool numbers its workers.
+        index = int(os.environ.get(ENV_INDEX) or os.getpid())
+    if artifacts:
+        # Read where weights are stored (nas.storage.weights); a pool passes it the same way.
+        os.environ["NAS_ARTIFACTS"] = os.path.abspath(artifacts)
+    if report_fd is None:
+        _worker_interactive(url, study, timeout, recycle_after, index)
+    else:
+        _worker_in_pool(url, study, timeout, recycle_after, index, report_fd)
+
+
+def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_after: int, index: int) -> None:
+    from nas.search import runtime
+    from nas.search.engine import join_study
+
+    joined = join_study(url, study, timeout)
+    runtime.import_tensorflow()
+    from nas.search.cli.display import LiveSearchView
+    from nas.search.engine import run_worker
+
+    objectives = list(joined.space.spec.objectives)
+    outcome = run_worker(
+        joined, LiveSearchView(err, objectives), worker_index=index, recycle_after=recycle_after or None
+    )
+    _report_end(joined.options, outcome.stopped_by, outcome.finished, outcome.budget, show_front=False)
+    if outcome.stopped_by == "recycle":
+        err.print(f"Recycled after {outcome.ran + outcome.failed} trials; start the worker again to continue.")
+
+
+def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: int, index: int, fd: int) -> None:
+    """A pool's worker: everything, errors included, goes to the parent over the pipe."""
+    import signal
+
+    from nas.search import runtime
+    from nas.search.workers import PipeEvents
+
+    # A Ctrl-C forwarded while this worker is still starting (importing TensorFlow, loading
+    # data) means "start no trial": note it instead of dying with a KeyboardInterrupt.
+    early_stop: list[bool] = []
+    signal.signal(signal.SIGINT, lambda *_: early_stop.append(True))
+    events = PipeEvents(fd)
+    parent = os.getppid()
+    try:
+        from nas.search.engine import join_study
+
+        joined = join_study(url, study, timeout)
+        runtime.import_tensorflow()
+        from nas.search.engine import run_worker
+
+        outcome = run_worker(
+            joined,
+            events,
+            worker_index=index,
+            recycle_after=recycle_after or None,
+            keep_going=lambda: not early_stop and not events.parent_gone and os.getppid() == parent,
+        )
+        stopped_by = "interrupted" if early_stop and outcome.stopped_by == "orphaned" else outcome.stopped_by
+        events.send("outcome", stopped_by=stopped_by, ran=outcome.ran, failed=outcome.failed)
+    except NasError as exc:
+        events.send("error", text=str(exc))
+    except (SearchInterrupted, KeyboardInterrupt) as exc:
+        events.send("outcome", stopped_by="stopped", text=str(exc))
+
+
+@app.command()
+def status(
+    storage: StorageOpt = None,
+    format: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    debug: DebugOpt = False,
+) -> None:
+    """List the studies in the storage with their progress."""
+    from rich.table import Table
+
+    from nas.search import runtime
+    from nas.search.results import cache_summary, study_summaries
+    from nas.storage import open_storage, resolve_storage_url
+
+    runtime.set_debug(debug)
+    url = resolve_storage_url(storage)
+    opened = open_storage(url, create=False)
+    rows = study_summaries(opened)
+    cache = cache_summary(opened)
+    if format != Format.table:
+        import json
+        from dataclasses import asdict
+
+        print(json.dumps({"storage": url.masked, "studies": rows, "cache": asdict(cache) if cache else None}, indent=2))
+        return
+    if cache is not None:
+        out.print(
+            f"Measurement cache: {cache.entries} measurements, {cache.hits} hits "
+            f"({cache.seconds_saved:.1f} s of measuring saved)",
+            highlight=False,
+        )
+    if not rows:
+        out.print(f"No studies in {url.masked}.")
+        return
+    out.print(f"Studies in {url.masked}", highlight=False)
+    table = Table()
+    columns = (
+        "study",
+        "finished",
+        "budget",
+        "running",
+        "failed",
+        "screened",
+        "queued",
+        "pareto",
+        "best accuracy",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "study" else "right")
+    for r in rows:
+        best = r["best_accuracy"]
+        table.add_row(
+            r["study"],
+            str(r["finished"]),
+            str(r["budget"] or "-"),
+            str(r["running"]),
+            str(r["failed"]),
+            str(r["screened"]),
+            str(r["queued"]),
+            str(r["pareto"]),
+            "-" if best is None else f"{best:.4f}",
+        )
+    out.print(table)
+
+
+@app.command()
+def pareto(
+    study: Annotated[str, typer.Argument(help="Study name.")],
+    storage: StorageOpt = None,
+    format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    debug: DebugOpt = False,
+) -> None:
+    """Print the Pareto front of STUDY: objectives, params, FLOPs and parameters."""
+    from nas.search import runtime
+    from nas.search.engine import load_existing_study
+    from nas.search.results import objective_names, pareto_records, to_csv, to_json
+    from nas.storage import open_storage, resolve_storage_url
+
+    runtime.set_debug(debug)
+    url = resolve_storage_url(storage)
+    loaded = load_existing_study(open_storage(url, create=False), study, url)
+    records = pareto_records(loaded)
+    if format == Format.json:
+        print(to_json(records))
+    elif format == Format.csv:
+        sys.stdout.write(to_csv(records))
+    elif not records:
+        out.print(f"Study '{study}' has no finished trials yet.")
+    else:
+        show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})")
+
+
+def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str) -> None:
+    from nas.search.cli.display import parameter_lines, pareto_table
+
+    out.print(title, highlight=False)
+    out.print(pareto_table(records, objectives))
+    out.print("Parameters:", highlight=False)
+    for line in parameter_lines(records):
+        out.print("  " + line, highlight=False)
+
+
+def _add_subcommands() -> None:
+    from nas.search.cli.export import export
+    from nas.search.cli.report import report
+    from nas.search.cli.space import space_app
+
+    app.command()(export)
+    app.command()(report)
+    app.add_typer(space_app, name="space")
+
+
+_add_subcommands()
+
+
+def main() -> None:
+    """Entry point: one-line errors with exit status 2 for bad input, tracebacks only with --debug."""
+    args = sys.argv[1:] or ["--help"]
+    debug = "--debug" in args
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(args=args, prog_name="nas", standalone_mode=False)
+        if isinstance(status, int) and status:
+            sys.exit(status)  # typer.Exit(code) comes back as a return value in this mode
+    except NasError as exc:
+        if debug:
+            err.print_exception()
+        err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: unknown option, bad value...
+        err.print(f"Error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        err.print("Interrupted.")
+        sys.exit(130)
+    except SearchInterrupted as exc:
+        err.print(f"Interrupted: {exc} Run the same command again to resume.")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        sys.exit(130)

@@ -1,0 +1,154 @@
+"""Rich rendering: the live search view and the tables the CLI prints."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from nas.search.engine import SearchEvents, TrialReport
+
+
+def _si(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}".rstrip()
+    return f"{value:.0f} {unit}".rstrip()
+
+
+def trial_progress(console: Console) -> Progress:
+    """The bar of trials finished out of the budget, with the elapsed time."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("trials"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+class LiveSearchView(SearchEvents):
+    """Progress bar (trial k of N), the running trial's phase, Pareto size, elapsed time.
+
+    On a terminal it redraws in place; in a log (not a TTY) it prints one line per event.
+    """
+
+    def __init__(self, console: Console, objectives: list[str]) -> None:
+        self.console = console
+        self.objectives = objectives
+        self.progress = trial_progress(console)
+        self.status = Text("")
+        self.task = self.progress.add_task("search", total=1)
+        self.live = Live(Group(self.progress, self.status), console=console, refresh_per_second=4, transient=False)
+        self.current: int | None = None
+        self.pareto = 0
+        self.trial_started_at = 0.0
+
+    def message(self, text: str) -> None:
+        self.console.print(f"[yellow]{text}[/]")
+
+    def start(self, study_name: str, budget: int, finished: int) -> None:
+        self.progress.update(self.task, description=f"study {study_name}", total=budget, completed=finished)
+        if finished >= budget:
+            self.console.print(f"Budget complete: {finished} of {budget} trials finished.")
+            return
+        if finished:
+            self.console.print(f"Resuming study '{study_name}': {finished} of {budget} trials finished.")
+        self.live.start()
+
+    def trial_started(self, number: int) -> None:
+        self.current = number
+        self.trial_started_at = time.monotonic()
+        self._status("starting")
+
+    def phase(self, text: str) -> None:
+        self._status(text)
+
+    def _status(self, phase: str) -> None:
+        self.status.plain = f"trial #{self.current}: {phase}   |   Pareto front: {self.pareto} trials"
+        if self.live.is_started:
+            self.live.refresh()
+
+    def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None:
+        self.pareto = pareto_size
+        self.progress.update(self.task, completed=finished)
+        self.console.print(trial_line(report, self.objectives, time.monotonic() - self.trial_started_at))
+        self._status("done")
+
+    def stop(self) -> None:
+        if self.live.is_started:
+            self.status.plain = ""
+            self.live.stop()
+
+
+def trial_line(report: TrialReport, objectives: list[str], seconds: float | None = None) -> str:
+    """One finished trial as a line of Rich markup, for the log above the live view."""
+    seconds = report.seconds if seconds is None else seconds
+    took = f" ({seconds:.1f} s)" if seconds is not None else ""
+    if report.complete and report.screened:
+        broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in report.constraints.items() if v > 0)
+        return f"trial {report.number}: screened out before training ({broken}){took}"
+    if report.complete:
+        figures = ", ".join(
+            f"{name} {format_objective(name, value)}" for name, value in zip(objectives, report.values, strict=False)
+        )
+        return f"trial {report.number}: {figures}, params {_si(report.params)}, FLOPs {_si(report.flops)}{took}"
+    return f"[red]trial {report.number} failed: {escape(str(report.fail_reason))}[/]"
+
+
+def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
+    table = Table()
+    table.add_column("trial", justify="right")
+    for name in objectives:
+        table.add_column(name, justify="right")
+    table.add_column("params", justify="right")
+    table.add_column("FLOPs", justify="right")
+    table.add_column("spread", justify="right")
+    table.add_column("latency p50/p95", justify="right")
+    table.add_column("FLOP/s", justify="right")
+    table.add_column("of peak", justify="right")
+    for r in records:
+        cells = [str(r["trial"])]
+        cells += [format_objective(name, r.get(name)) for name in objectives]
+        cells += [
+            f"{r['params']:,}" if r.get("params") is not None else "-",
+            _si(r.get("flops")),
+            f"{r['throughput_spread']:.1%}" if r.get("throughput_spread") is not None else "-",
+            f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-",
+            _si(r.get("flops_per_s")),
+            f"{r['peak_fraction']:.1%}" if r.get("peak_fraction") is not None else "-",
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def parameter_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The sampled parameters of each record, one line per trial (too wide for table cells)."""
+    return [
+        f"trial {r['trial']}: " + ", ".join(f"{k}={_short(v)}" for k, v in r["parameters"].items()) for r in records
+    ]
+
+
+def format_objective(name: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if name == "throughput":
+        return f"{value:,.0f} img/s"
+    if name == "model_size":
+        return f"{value:,.0f} B"
+    if name == "tflite_latency":
+        return f"{value:.3f} ms"
+    return f"{value:.4f}"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

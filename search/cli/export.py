@@ -1,0 +1,93 @@
+"""`nas export`: the Pareto front as files for each runtime, with parity checked."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from nas.search.cli.console import err, out
+from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
+
+
+class ExportFormat(StrEnum):
+    keras = "keras"
+    savedmodel = "savedmodel"
+    tflite = "tflite"
+    onnx = "onnx"
+    tftrt = "tftrt"
+    tensorrt = "tensorrt"
+
+
+class Quantize(StrEnum):
+    none = "none"
+    dynamic = "dynamic"
+    float16 = "float16"
+    int8 = "int8"
+
+
+def export(
+    study: Annotated[str, typer.Argument(help="Study name.")],
+    format: Annotated[ExportFormat, typer.Option("--format", help="What to write.")],
+    out_dir: Annotated[str, typer.Option("--out", help="Folder for trial-N/ folders and manifest.json.")],
+    trial: Annotated[
+        list[int] | None, typer.Option("--trial", help="Trial number (repeatable; default: the Pareto front).")
+    ] = None,
+    quantize: Annotated[Quantize, typer.Option(help="Post-training quantization (tflite, tftrt, tensorrt).")] = (
+        Quantize.none
+    ),
+    retrain_full: Annotated[
+        bool, typer.Option("--retrain-full", help="Train again on training + validation data first.")
+    ] = False,
+    storage: StorageOpt = None,
+    artifacts: ArtifactsOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Export trials of STUDY and check each file in its real runtime against the Keras model."""
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from nas.search import runtime
+    from nas.storage import resolve_storage_url
+
+    runtime.set_debug(debug)
+    runtime.import_tensorflow()
+    from nas.search.results import ExportRequest, run_export
+
+    request = ExportRequest(
+        storage=resolve_storage_url(storage),
+        study=study,
+        out=Path(out_dir).expanduser().resolve(),
+        format=format.value,
+        quantize=quantize.value,
+        trials=list(trial or []),
+        retrain_full=retrain_full,
+        artifacts=artifacts,
+    )
+    manifest, passed = run_export(request, lambda line: err.print(line, highlight=False))
+    table = Table(title=f"{format.value} export of '{study}' -> {request.out}")
+    for column in ("trial", "files", "bytes", "agreement", "keras acc", "exported acc", "parity"):
+        table.add_column(column, justify="left" if column in ("files", "parity") else "right")
+    for record in manifest["trials"]:
+        if "error" in record:
+            table.add_row(str(record["trial"]), "", "", "", "", "", "FAILED: " + record["error"])
+            continue
+        p = record["parity"]
+        table.add_row(
+            str(record["trial"]),
+            ", ".join(f["path"] for f in record["files"][:3]) + (" ..." if len(record["files"]) > 3 else ""),
+            f"{sum(f['bytes'] for f in record['files']):,}",
+            f"{p['agreement']:.2%}",
+            f"{p['keras_accuracy']:.4f}",
+            f"{p['accuracy']:.4f}",
+            ("ok" if p["passed"] else "FAILED") + f" ({p['rule']})",
+        )
+    out.print(table)
+    out.print(f"Manifest: {request.out / 'manifest.json'}", highlight=False)
+    if not passed:
+        err.print(
+            "Error: parity check failed for at least one trial (figures above); the files are kept for inspection."
+        )
+        raise typer.Exit(1)

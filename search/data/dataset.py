@@ -1,0 +1,248 @@
+"""Datasets: read once (decoded, resized, split), kept as uint8, served through tf.data.
+
+A user's data is decoded once per machine: the split arrays are stored in a cache folder
+keyed by the dataset settings and the files' sizes and times, so resumed searches and every
+worker of a pool load them instead of decoding again. Small data sets are then held in
+memory; ones larger than a share of RAM are read from the cache files (memory-mapped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nas.errors import NasError
+from nas.search.space import DatasetSpec
+
+log = logging.getLogger("nas")
+
+CACHE_ENV = "NAS_CACHE_DIR"
+# "auto" keeps a data set in memory up to this share of the machine's RAM.
+MEMORY_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Dataset:
+    x_train: np.ndarray  # uint8 NHWC (0..255); the pipeline scales to [0, 1] floats
+    y_train: np.ndarray  # int32 class indices
+    x_val: np.ndarray
+    y_val: np.ndarray
+    class_names: tuple[str, ...]
+    info: dict[str, Any] = field(default_factory=dict)  # source, skipped files, cache, decode rate
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def channels(self) -> int:
+        return int(self.x_train.shape[-1])
+
+    def summary(self) -> dict[str, Any]:
+        def counts(y: np.ndarray) -> dict[str, int]:
+            known = y[(y >= 0) & (y < self.num_classes)]  # Python callers may pass any labels
+            found = np.bincount(known, minlength=self.num_classes)
+            return {name: int(n) for name, n in zip(self.class_names, found, strict=True)}
+
+        return {
+            "train": len(self.y_train),
+            "validation": len(self.y_val),
+            "classes": list(self.class_names),
+            "train_per_class": counts(self.y_train),
+            "validation_per_class": counts(self.y_val),
+            "shape": list(self.x_train.shape[1:]),
+            **self.info,
+        }
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "nas" / "datasets")
+
+
+def _split(x: np.ndarray, y: np.ndarray, spec: DatasetSpec) -> tuple[np.ndarray, ...]:
+    """Stratified and seeded where every class has two images; plain seeded otherwise."""
+    from sklearn.model_selection import train_test_split
+
+    stratify = y if np.bincount(y).min(initial=2) >= 2 else None
+    if spec.subset is not None and spec.subset < len(y):
+        x, _, y, _ = train_test_split(x, y, train_size=spec.subset, stratify=stratify, random_state=spec.seed)
+        stratify = y if np.bincount(y).min(initial=2) >= 2 else None
+    out: tuple[np.ndarray, ...] = tuple(
+        train_test_split(x, y, test_size=spec.validation_fraction, stratify=stratify, random_state=spec.seed)
+    )
+    return out
+
+
+def _digits(spec: DatasetSpec) -> Dataset:
+    from sklearn.datasets import load_digits
+
+    from nas.search.data.sources import to_uint8_images
+
+    digits = load_digits()
+    x = np.round(digits.images * (255 / 16)).astype(np.uint8)[..., np.newaxis]
+    y = digits.target.astype(np.int32)
+    x_train, x_val, y_train, y_val = _split(x, y, spec)
+    resize = spec.model_copy(update={"channels": 1})
+    x_train, x_val = to_uint8_images(x_train, resize, "digits"), to_uint8_images(x_val, resize, "digits")
+    return Dataset(x_train, y_train, x_val, y_val, tuple(str(n) for n in digits.target_names), {"source": "digits"})
+
+
+def _stamp(path: Path) -> list[Any]:
+    """What changes when the data changes: sizes and modification times of its files."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    stats = [p.stat() for p in files]
+    return [len(files), sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
+
+
+def _cache_key(spec: DatasetSpec) -> str:
+    settings = spec.model_dump(mode="json", exclude={"augmentation", "cache"})
+    stamps = [_stamp(Path(p)) for p in (spec.path, spec.validation_path) if p and Path(p).exists()]
+    text = json.dumps({"settings": settings, "files": stamps, "format": 1}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _decode(spec: DatasetSpec) -> tuple[dict[str, np.ndarray], tuple[str, ...], dict[str, Any]]:
+    from nas.search.data.sources import read_source
+
+    assert spec.path is not None
+    started = time.perf_counter()
+    train = read_source(Path(spec.path), spec)
+    skipped = list(train.skipped)
+    if spec.validation_path:
+        val = read_source(Path(spec.validation_path), spec)
+        skipped += val.skipped
+        if val.class_names != train.class_names:
+            raise NasError(
+                f"dataset.validation_path: its classes {list(val.class_names)} differ from "
+                f"dataset.path's {list(train.class_names)}"
+            )
+        x_train, y_train = train.x, train.y
+        if spec.subset is not None and spec.subset < len(y_train):
+            x_train, _, y_train, _ = _split(x_train, y_train, spec.model_copy(update={"validation_fraction": 0.5}))
+        arrays = {"x_train": x_train, "y_train": y_train, "x_val": val.x, "y_val": val.y}
+    else:
+        if len(train.y) < 4:
+            raise NasError(f"dataset.path: {spec.path} holds {len(train.y)} readable images; too few to split")
+        x_train, x_val, y_train, y_val = _split(train.x, train.y, spec)
+        arrays = {"x_train": x_train, "y_train": y_train, "x_val": x_val, "y_val": y_val}
+    seconds = time.perf_counter() - started
+    images = len(train.y) + (len(arrays["y_val"]) if spec.validation_path else 0)
+    info = {
+        "source": spec.source,
+        "path": spec.path,
+        "skipped": len(skipped),
+        "skipped_examples": skipped[:5],
+        "decode_images_per_s": round(images / seconds, 1) if seconds > 0 else None,
+    }
+    return arrays, train.class_names, info
+
+
+def _save(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """Write the cache entry atomically: a worker racing us finds a whole entry or none."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".tmp-"))
+    for name, array in arrays.items():
+        np.save(tmp / f"{name}.npy", array)
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process stored the same entry first
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+
+
+def _fits_in_memory(folder: Path) -> bool:
+    size = sum(p.stat().st_size for p in folder.glob("*.npy"))
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return True
+    return size <= MEMORY_SHARE * ram
+
+
+def _from_files(spec: DatasetSpec, warn: Any) -> Dataset:
+    folder = cache_dir() / _cache_key(spec)
+    decoded: dict[str, np.ndarray] | None = None
+    if not (folder / "meta.json").exists():
+        arrays, classes, info = _decode(spec)
+        if info["skipped"]:
+            examples = ", ".join(info["skipped_examples"])
+            warn(f"Warning: skipped {info['skipped']} unreadable image(s), e.g. {examples} (dataset.on_corrupt: skip)")
+        try:
+            _save(folder, arrays, {"classes": list(classes), "info": info})
+        except OSError as exc:
+            log.warning("could not cache the decoded data set in %s: %s", folder, exc)
+            return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], classes, info)
+        decoded = arrays
+    meta = json.loads((folder / "meta.json").read_text())
+    in_memory = spec.cache == "memory" or (spec.cache == "auto" and _fits_in_memory(folder))
+    if in_memory and decoded is not None:
+        arrays = decoded  # just decoded: no need to read back what was written
+    else:
+        arrays = {
+            k: np.load(folder / f"{k}.npy", mmap_mode=None if in_memory else "r")
+            for k in ("x_train", "y_train", "x_val", "y_val")
+        }
+    arrays["y_train"], arrays["y_val"] = np.asarray(arrays["y_train"]), np.asarray(arrays["y_val"])
+    info = {**meta["info"], "cache": "memory" if in_memory else "disk", "cache_dir": str(folder)}
+    return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], tuple(meta["classes"]), info)
+
+
+def load_dataset(spec: DatasetSpec, warn: Any = log.warning) -> Dataset:
+    """The space's data set, split (seeded) and resized to its image size."""
+    if spec.source == "digits":
+        return _digits(spec)
+    return _from_files(spec, warn)
+
+
+def pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, *, shuffle_seed: int | None) -> Any:
+    """Shuffled (when seeded) batches of [0, 1] float images, prefetched. Arrays in memory are
+    sliced by tf.data; memory-mapped ones are gathered batch by batch from the file."""
+    from nas.search.runtime import import_tensorflow
+
+    tf = import_tensorflow()
+    if isinstance(x, np.memmap):
+        ds = tf.data.Dataset.range(len(y))
+        if shuffle_seed is not None:
+            ds = ds.shuffle(len(y), seed=shuffle_seed, reshuffle_each_iteration=True)
+
+        def gather(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            order = np.sort(index)  # sequential reads; the order inside a batch does not matter
+            return np.asarray(x[order]), y[order]
+
+        def read(index: Any) -> Any:
+            images, labels = tf.numpy_function(gather, [index], (tf.uint8, tf.int32))
+            return tf.ensure_shape(images, [None, *x.shape[1:]]), tf.ensure_shape(labels, [None])
+
+        ds = ds.batch(batch_size).map(read, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if shuffle_seed is not None:
+            ds = ds.shuffle(len(y), seed=shuffle_seed, reshuffle_each_iteration=True)
+        ds = ds.batch(batch_size)
+    ds = ds.map(lambda images, labels: (tf.cast(images, tf.float32) / 255.0, labels))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def delivery_rate(data: Dataset, batch_size: int, seconds: float = 1.0) -> float:
+    """Images per second the training pipeline delivers on this machine (no model)."""
+    batches = 0
+    images = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for x, _ in pipeline(data.x_train, data.y_train, batch_size, shuffle_seed=batches):
+            images += int(x.shape[0])
+            batches += 1
+            if time.perf_counter() - started >= seconds:
+                break
+    return images / (time.perf_counter() - started)

@@ -1,0 +1,253 @@
+"""One function per export format: write the files, and run them in their real runtime.
+
+Every `write_*` returns the files it wrote; every runtime returns class probabilities for a
+batch of [0, 1] float images, so parity is checked the same way for each format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from nas.errors import NasError
+from nas.search.runtime import import_tensorflow, native_stderr_captured
+
+Runtime = Callable[[np.ndarray], np.ndarray]
+FLOAT_FORMATS = {"keras", "savedmodel", "onnx"}
+QUANTIZABLE = {"tflite", "tftrt", "tensorrt"}
+ONNX_OPSET = 17
+
+
+@dataclass(frozen=True)
+class Written:
+    files: list[Path]
+    runtime_name: str
+    runtime: Runtime
+    input: dict[str, Any]  # what the exported model takes, when it differs from float images
+
+
+def _batches(x: np.ndarray, size: int = 256) -> Iterator[np.ndarray]:
+    for i in range(0, len(x), size):
+        yield x[i : i + size]
+
+
+def tensorrt_status() -> str | None:
+    """None when TF-TRT can run here, else why not."""
+    tf = import_tensorflow()
+    if not tf.sysconfig.get_build_info().get("is_tensorrt_build", False):
+        return (
+            f"this TensorFlow {tf.__version__} build has no TensorRT (pip builds of TensorFlow 2.18 and later do not); "
+            "use --format onnx, or --format tensorrt with the tensorrt package on a GPU machine"
+        )
+    if not tf.config.list_physical_devices("GPU"):
+        return "TF-TRT needs an NVIDIA GPU and none is visible; use --format onnx or savedmodel"
+    return None
+
+
+def tensorrt_engine_status() -> str | None:
+    """None when a TensorRT engine can be built here, else why not."""
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        return "the tensorrt Python package is not installed (pip install tensorrt on a machine with an NVIDIA GPU)"
+    tf = import_tensorflow()
+    if not tf.config.list_physical_devices("GPU"):
+        return "TensorRT needs an NVIDIA GPU and none is visible; use --format onnx and build the engine there"
+    return None
+
+
+def write_keras(model: keras.Model, folder: Path) -> Written:
+    path = folder / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    return Written([path], f"keras {keras.__version__} (safe_mode)", lambda x: loaded.predict(x, verbose=0), {})
+
+
+def write_savedmodel(model: keras.Model, folder: Path) -> Written:
+    tf = import_tensorflow()
+    path = folder / "saved_model"
+    model.export(str(path), format="tf_saved_model", verbose=False)
+    loaded = tf.saved_model.load(str(path))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([loaded.serve(tf.constant(b)).numpy() for b in _batches(x)])
+
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return Written(files, f"tensorflow {tf.__version__} saved_model", run, {})
+
+
+def write_tflite(model: keras.Model, folder: Path, quantize: str, representative: np.ndarray) -> Written:
+    """Through a SavedModel, as TFLite's converter prefers; `int8` is full-integer with int8
+    input and output, calibrated on `representative` (training images)."""
+    tf = import_tensorflow()
+    staging = folder / "_saved_model_for_tflite"
+    model.export(str(staging), format="tf_saved_model", verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(staging))
+    if quantize != "none":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    if quantize == "int8":
+
+        def calibration() -> Iterator[list[np.ndarray]]:
+            for image in representative:
+                yield [image[None]]
+
+        converter.representative_dataset = calibration
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    try:
+        with native_stderr_captured():
+            flat = converter.convert()
+    except Exception as exc:  # the converter raises bare Exceptions with its reason
+        raise ConversionError(f"TFLite converter: {str(exc).strip().splitlines()[-1][:300]}") from exc
+    finally:
+        _remove_tree(staging)
+    path = folder / ("model.tflite" if quantize == "none" else f"model_{quantize}.tflite")
+    path.write_bytes(flat)
+    runtime, spec = tflite_runtime(path)
+    return Written([path], runtime_label(), runtime, spec)
+
+
+def runtime_label() -> str:
+    from importlib.metadata import version
+
+    return f"ai-edge-litert {version('ai-edge-litert')} interpreter (XNNPACK)"
+
+
+def tflite_runtime(path: Path, threads: int | None = None) -> tuple[Runtime, dict[str, Any]]:
+    from ai_edge_litert.interpreter import Interpreter
+
+    with native_stderr_captured():
+        interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter.allocate_tensors()
+    inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    in_scale, in_zero = inp["quantization"]
+    out_scale, out_zero = out["quantization"]
+    integer = np.issubdtype(inp["dtype"], np.integer)
+    spec: dict[str, Any] = {}
+    if integer:
+        spec = {"dtype": np.dtype(inp["dtype"]).name, "scale": float(in_scale), "zero_point": int(in_zero)}
+
+    def run(x: np.ndarray) -> np.ndarray:
+        outputs = []
+        for batch in _batches(x, 64):
+            interpreter.resize_tensor_input(inp["index"], list(batch.shape))
+            interpreter.allocate_tensors()
+            if integer:
+                info = np.iinfo(inp["dtype"])
+                batch = np.clip(np.round(batch / in_scale + in_zero), info.min, info.max).astype(inp["dtype"])
+            interpreter.set_tensor(inp["index"], batch)
+            interpreter.invoke()
+            result = interpreter.get_tensor(out["index"])
+            if np.issubdtype(result.dtype, np.integer):
+                result = (result.astype(np.float32) - out_zero) * out_scale
+            outputs.append(result)
+        return np.concatenate(outputs)
+
+    return run, spec
+
+
+def write_onnx(model: keras.Model, folder: Path) -> Written:
+    import onnxruntime as ort
+    import tf2onnx
+
+    tf = import_tensorflow()
+    path = folder / "model.onnx"
+    signature = (tf.TensorSpec((None, *model.input_shape[1:]), tf.float32, name="image"),)
+    try:
+        tf2onnx.convert.from_keras(model, input_signature=signature, opset=ONNX_OPSET, output_path=str(path))
+    except Exception as exc:
+        raise ConversionError(f"tf2onnx: {str(exc).strip().splitlines()[-1][:300]}") from exc
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([session.run(None, {name: b})[0] for b in _batches(x)])
+
+    return Written([path], f"onnxruntime {ort.__version__} (CPU), opset {ONNX_OPSET}", run, {"name": name})
+
+
+def write_tftrt(model: keras.Model, folder: Path, quantize: str, representative: np.ndarray) -> Written:
+    """TF-TRT: TensorRT segments inside a SavedModel (TrtGraphConverterV2)."""
+    reason = tensorrt_status()
+    if reason:
+        raise NasError(f"--format tftrt: {reason}")
+    tf = import_tensorflow()
+    from tensorflow.python.compiler.tensorrt import trt_convert as trt
+
+    staging = folder / "_saved_model_for_tftrt"
+    model.export(str(staging), format="tf_saved_model", verbose=False)
+    precision = {"none": "FP32", "float16": "FP16", "int8": "INT8"}.get(quantize)
+    if precision is None:
+        raise NasError(f"--format tftrt takes --quantize none, float16 or int8, not {quantize}")
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(staging), precision_mode=precision, use_calibration=precision == "INT8"
+    )
+    if precision == "INT8":
+        converter.convert(
+            calibration_input_fn=lambda: ([tf.constant(representative[i : i + 8])] for i in range(0, 64, 8))
+        )
+    else:
+        converter.convert()
+    path = folder / "tftrt_saved_model"
+    converter.save(str(path))
+    _remove_tree(staging)
+    loaded = tf.saved_model.load(str(path))
+    serve = loaded.signatures["serving_default"]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([next(iter(serve(tf.constant(b)).values())).numpy() for b in _batches(x)])
+
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return Written(files, f"tensorflow {tf.__version__} TF-TRT {precision}", run, {})
+
+
+def write_tensorrt(model: keras.Model, folder: Path, quantize: str) -> Written:
+    """A serialized TensorRT engine built from the ONNX export (FP32 or FP16)."""
+    reason = tensorrt_engine_status()
+    if reason:
+        raise NasError(f"--format tensorrt: {reason}")
+    if quantize not in ("none", "float16"):
+        raise NasError("--format tensorrt takes --quantize none or float16 (int8 needs a calibrator: use tftrt)")
+    import tensorrt as trt
+
+    onnx = write_onnx(model, folder)
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx.files[0].read_bytes()):
+        raise ConversionError(f"TensorRT ONNX parser: {parser.get_error(0)}")
+    config = builder.create_builder_config()
+    if quantize == "float16":
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    shape = tuple(model.input_shape[1:])
+    profile.set_shape(network.get_input(0).name, (1, *shape), (64, *shape), (256, *shape))
+    config.add_optimization_profile(profile)
+    engine_bytes = builder.build_serialized_network(network, config)
+    if engine_bytes is None:
+        raise ConversionError("TensorRT could not build an engine (see its log above)")
+    path = folder / "model.engine"
+    path.write_bytes(bytes(engine_bytes))
+    # Running the engine needs CUDA buffers (cuda-python or PyTorch); parity is checked on the
+    # ONNX graph the engine was built from, and the runtime label says so.
+    label = f"tensorrt {trt.__version__} engine built; parity checked on its ONNX source with onnxruntime"
+    return Written([onnx.files[0], path], label, onnx.runtime, {})
+
+
+class ConversionError(Exception):
+    """A converter refused the model; the trial's export fails with this reason, not the run."""
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,93 @@
+"""The deployable form of a trained trial: TFLite conversion (with its quantization), its
+accuracy in the LiteRT interpreter, its size (raw and compressed) and its latency."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import keras
+import numpy as np
+
+from nas.search.data import Dataset
+
+LATENCY_ROUNDS = 5
+LATENCY_ROUND_S = 0.1
+
+
+@dataclass(frozen=True)
+class Deployed:
+    accuracy: float | None  # in the LiteRT interpreter; None when not converted
+    model_bytes: int  # the TFLite file, or the float32 weights when not converted
+    compressed_bytes: int | None  # zlib level 9: what sparsity buys (None: not pruned, not converted)
+    latency_ms: float | None  # batch 1 in LiteRT, median of rounds
+    converted: bool
+
+    def to_attr(self) -> dict[str, float | int | bool | None]:
+        return {
+            "tflite_accuracy": self.accuracy,
+            "model_bytes": self.model_bytes,
+            "compressed_bytes": self.compressed_bytes,
+            "tflite_latency_ms": self.latency_ms,
+            "converted": self.converted,
+        }
+
+
+def weight_bytes(model: keras.Model) -> bytes:
+    return b"".join(np.asarray(w, dtype=np.float32).tobytes() for w in model.get_weights())
+
+
+def tflite_latency_ms(path: Path, threads: int) -> float:
+    """Median over rounds of the mean time of one batch-1 inference in LiteRT (XNNPACK)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(path), num_threads=threads)
+    interpreter.allocate_tensors()
+    inp = interpreter.get_input_details()[0]
+    interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
+    for _ in range(10):  # warm-up: first calls allocate and pack weights
+        interpreter.invoke()
+    rounds = []
+    for _ in range(LATENCY_ROUNDS):
+        calls, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < LATENCY_ROUND_S or calls < 3:
+            interpreter.invoke()
+            calls += 1
+        rounds.append(1000 * elapsed / calls)
+    return statistics.median(rounds)
+
+
+def deploy(
+    model: keras.Model,
+    quantization: str,
+    data: Dataset,
+    *,
+    convert: bool,
+    latency: bool,
+    threads: int,
+    pruned: bool = False,
+) -> Deployed:
+    """Convert (when asked, or when quantizing) and score the converted model; a converter
+    failure raises exporters.ConversionError and fails the trial with its reason.
+
+    Without conversion nothing is read back: the size is that of the float32 variables, and
+    the weights are compressed only for a pruned model, where the figure means something."""
+    if not convert and quantization == "none":
+        compressed = len(zlib.compress(weight_bytes(model), 9)) if pruned else None
+        return Deployed(None, 4 * model.count_params(), compressed, None, False)
+    from nas.search.deploy.converters import write_tflite
+
+    representative = data.x_train[:200].astype(np.float32) / 255.0
+    with TemporaryDirectory(prefix="nas-tflite-") as tmp:
+        written = write_tflite(model, Path(tmp), quantization, representative)
+        path = written.files[0]
+        flat = path.read_bytes()
+        x_val = data.x_val.astype(np.float32) / 255.0
+        predicted = written.runtime(x_val).argmax(axis=1)
+        accuracy = float((predicted == data.y_val).mean())
+        ms = tflite_latency_ms(path, threads) if latency else None
+    return Deployed(accuracy, len(flat), len(zlib.compress(flat, 9)), ms, True)

@@ -1,0 +1,316 @@
+"""The trial loop every worker runs: take the next trial within the budget, run it, record it.
+
+The same loop serves `nas search` in one process, each process of `nas search --workers N`
+and `nas worker` on other machines; they coordinate only through the study's database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from nas.errors import NasError, SearchInterrupted
+from nas.search.data import Dataset
+from nas.search.engine.events import SearchEvents, TrialReport
+from nas.search.engine.liveness import Heartbeat, WorkerIdentity
+from nas.search.engine.recovery import recover_orphans, requeue
+from nas.search.engine.study import (
+    JoinedStudy,
+    SearchOptions,
+    counts,
+    make_sampler,
+    prepare_study,
+    restrict_to_device,
+    worker_sampler,
+)
+from nas.search.hardware import HardwareProfiler, describe_device
+from nas.search.space import SearchSpace
+from nas.storage import MeasurementCache, study_lock, with_lock_retries
+from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
+
+# How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
+# again: to finish promptly, and to take over the trial of a worker that died.
+IDLE_POLL_S = 2.0
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    study: optuna.Study
+    finished: int
+    budget: int
+    ran: int
+    failed: int
+    # budget, timeout, failures, interrupted (first Ctrl-C), recycle, orphaned (parent died)
+    stopped_by: str
+
+
+class Interrupts:
+    """Ctrl-C twice over: the first lets the running trial finish and starts no new one, the
+    second stops now. SIGTERM stops now. While `deferred`, stopping waits for the block's end,
+    so a trial is never left between ask() and the point where an interrupt is handled."""
+
+    def __init__(self, events: SearchEvents) -> None:
+        self.events = events
+        self.draining = False
+        self._pending = False
+        self._deferred = 0
+        self._previous: list[Any] = []
+
+    def _stop_now(self) -> None:
+        if self._deferred:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.draining:
+            self._stop_now()
+            return
+        self.draining = True
+        self.events.message("Stopping: the running trial will finish, no new one starts (Ctrl-C again: stop now).")
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._stop_now()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+            if not self._deferred and self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
+
+    def __enter__(self) -> Interrupts:
+        self._previous = [
+            signal.signal(signal.SIGINT, self._on_sigint),
+            signal.signal(signal.SIGTERM, self._on_sigterm),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous[0])
+        signal.signal(signal.SIGTERM, self._previous[1])
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Let the bookkeeping after an interrupt finish even if Ctrl-C is pressed again."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+def run_search(
+    space: SearchSpace, options: SearchOptions, events: SearchEvents, data: Dataset | None = None
+) -> SearchOutcome:
+    """Create or resume the study and run it to its budget in this process; `data` replaces
+    the space's dataset (Python callers)."""
+    # Everything that can reject the input is checked before the database is touched.
+    from nas.search.data import load_dataset
+
+    make_sampler(options.sampler, options.seed)
+    device_space = restrict_to_device(space, describe_device(), events)
+    if data is None:
+        data = load_dataset(space.spec.dataset, warn=events.message)  # bad data: nothing written yet
+    storage, study = prepare_study(space, options, events)
+    return _work(study, storage, device_space, options, events, data=data)
+
+
+def run_worker(
+    joined: JoinedStudy,
+    events: SearchEvents,
+    *,
+    worker_index: int,
+    recycle_after: int | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> SearchOutcome:
+    """Join a study prepared elsewhere and run its trials until the budget is complete."""
+    device_space = restrict_to_device(joined.space, describe_device(), events)
+    return _work(
+        joined.study,
+        joined.storage,
+        device_space,
+        joined.options,
+        events,
+        worker_index=worker_index,
+        recycle_after=recycle_after,
+        keep_going=keep_going,
+    )
+
+
+def _work(
+    study: optuna.Study,
+    storage: optuna.storages.RDBStorage,
+    space: SearchSpace,
+    options: SearchOptions,
+    events: SearchEvents,
+    *,
+    data: Dataset | None = None,
+    worker_index: int = 0,
+    recycle_after: int | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> SearchOutcome:
+    from nas.search.data import delivery_rate, load_dataset
+    from nas.search.engine.trial import TrialRunner
+    from nas.search.runtime import import_tensorflow, placement_attr
+
+    complete, _ = counts(study)
+    study.sampler = worker_sampler(options.sampler, options.seed, worker_index, len(study.trials))
+    events.start(study.study_name, options.trials, complete)
+    if complete >= options.trials:
+        events.stop()
+        return SearchOutcome(study, complete, options.trials, 0, 0, "budget")
+
+    if data is None:
+        data = load_dataset(space.spec.dataset, warn=events.message)
+    expected = space.spec.model.num_classes
+    if expected is not None and expected != data.num_classes:
+        raise NasError(f"model.num_classes: {expected}, but the dataset has {data.num_classes} classes")
+    batch = space.spec.training.batch_size
+    smallest = int(batch.value if batch.fixed else min(batch.choices) if batch.choices else batch.low or 32)
+    delivery = delivery_rate(data, smallest)
+    study.set_user_attr("dataset", data.summary())
+    study.set_user_attr("pipeline", {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
+    profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
+    runner = TrialRunner(
+        space,
+        data,
+        profiler,
+        seed=options.seed,
+        on_phase=events.phase,
+        screening=options.screening,
+        delivery=delivery,
+        warn=events.message,
+        weights=_weight_store(storage, options),
+    )
+    identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
+    loop = _TrialLoop(study, storage, runner, options, events, identity)
+    try:
+        with Interrupts(events) as interrupts:
+            stopped_by = loop.run(interrupts, recycle_after, keep_going)
+    finally:
+        events.stop()
+    finished = counts(study)[0]
+    if finished >= options.trials:
+        stopped_by = "budget"  # a stop request that came with the last trial changes nothing
+    return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
+
+
+def _weight_store(storage: optuna.storages.RDBStorage, options: SearchOptions) -> Any:
+    if not options.keep_weights:
+        return None
+    from nas.storage.weights import WeightStore, default_artifact_root
+
+    return WeightStore(storage.engine, default_artifact_root(options.storage, options.artifacts))
+
+
+class _TrialLoop:
+    def __init__(
+        self,
+        study: optuna.Study,
+        storage: optuna.storages.RDBStorage,
+        runner: Any,
+        options: SearchOptions,
+        events: SearchEvents,
+        identity: dict[str, Any],
+    ) -> None:
+        self.study, self.storage, self.runner = study, storage, runner
+        self.options, self.events, self.identity = options, events, identity
+        self.ran = self.failed = self.consecutive_failures = 0
+
+    def _next_trial(self) -> tuple[optuna.Trial | None, bool]:
+        """(a new running trial or None, whether the budget is complete). Counting and asking
+        happen under the study's lock, so no two workers can start the budget's last trial."""
+        with study_lock(self.options.storage, self.storage.engine, self.study.study_name):
+            complete, running = counts(self.study)
+            if complete >= self.options.trials:
+                return None, True
+            if complete + running >= self.options.trials:
+                return None, False  # the rest is running elsewhere: wait for it, or for it to die
+            trial = with_lock_retries(self.study.ask)
+            self.storage.record_heartbeat(trial._trial_id)
+            trial.set_user_attr("worker", self.identity)
+            return trial, False
+
+    def run(self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool]) -> str:
+        started = time.monotonic()
+        while True:
+            for line in recover_orphans(self.study, GRACE_PERIOD_S):
+                self.events.message(line)
+            if interrupts.draining:
+                return "interrupted"
+            if not keep_going():
+                return "orphaned"
+            if self.options.timeout is not None and time.monotonic() - started >= self.options.timeout:
+                return "timeout"
+            if recycle_after is not None and self.ran + self.failed >= recycle_after:
+                return "recycle"
+            with interrupts.deferred():
+                trial, done = self._next_trial()
+            if done:
+                return "budget"
+            if trial is None:
+                time.sleep(IDLE_POLL_S)
+                continue
+            if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
+                return "failures"
+
+    def _retain_weights(self, front: list[optuna.trial.FrozenTrial]) -> None:
+        """Delete the weights of trials that left the front; a failure here costs disk, never
+        the worker (the next trial's pass catches up)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from nas.search.engine.retention import trials_to_keep
+
+        try:
+            keep = trials_to_keep(self.study, front, self.options.keep_top_k)
+            self.runner.weights.retain(self.study.study_name, keep)
+        except (OSError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            self.events.message(f"Warning: could not delete dominated trials' weights: {str(exc).splitlines()[0]}")
+
+    def _run_one(self, trial: optuna.Trial) -> bool:
+        """Run and record one trial; True when it failed."""
+        from nas.search.engine.trial import describe_failure
+
+        study = self.study
+        try:
+            self.events.trial_started(trial.number)
+            with Heartbeat(self.storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
+                outcome = self.runner.run(trial)
+        except KeyboardInterrupt:
+            with _no_interrupts():
+                trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
+                frozen = study.tell(trial, state=TrialState.FAIL)
+                # Not the trial's fault: run it again on resume without using a retry.
+                requeue(study, frozen, count_retry=False)
+            raise SearchInterrupted(
+                f"trial {trial.number} was stopped and queued again; {counts(study)[0]} finished trials are saved."
+            ) from None
+        except Exception as exc:
+            trial.set_user_attr("fail_reason", describe_failure(exc))
+            frozen = with_lock_retries(study.tell, trial, state=TrialState.FAIL)
+            self.failed += 1
+            self.consecutive_failures += 1
+            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
+            return True
+        frozen = with_lock_retries(study.tell, trial, outcome.values)
+        front = study.best_trials  # one non-dominated sort per trial, for retention and the display
+        if self.runner.weights is not None:
+            self._retain_weights(front)
+        self.ran += 1
+        self.consecutive_failures = 0
+        self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front))
+        return False

@@ -1,0 +1,81 @@
+"""Finding trials whose worker died, failing them with a reason, and running them again."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from nas.search.engine.liveness import WorkerIdentity
+
+log = logging.getLogger("nas")
+
+MAX_RETRIES = 1
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial, *, count_retry: bool = True) -> bool:
+    """Queue the trial's parameters again, at most MAX_RETRIES times per original trial."""
+    retries = int(trial.user_attrs.get("retries", 0))
+    if count_retry:
+        if retries >= MAX_RETRIES:
+            return False
+        retries += 1
+    origin = trial.user_attrs.get("retry_of", trial.number)
+    study.enqueue_trial(trial.params, user_attrs={"retry_of": origin, "retries": retries})
+    return True
+
+
+def _stale_heartbeat_ids(study: optuna.Study) -> set[int]:
+    storage = study._storage
+    # Optuna exposes staleness only through fail_stale_trials(), which fails trials without a
+    # chance to record why; its own query is what we need, so we call it and tolerate change.
+    finder = getattr(storage, "_get_stale_trial_ids", None)
+    if finder is None:
+        return set()
+    try:
+        return set(finder(study._study_id))
+    except Exception as exc:
+        log.debug("stale heartbeat query failed: %s", exc)
+        return set()
+
+
+def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str | None:
+    worker = WorkerIdentity.from_attr(trial.user_attrs.get("worker"))
+    if worker is not None and worker.is_gone():
+        return f"worker process {worker.pid} on {worker.host} ended while the trial was running"
+    if trial._trial_id in stale:
+        where = f"{worker.host}:{worker.pid}" if worker else "unknown worker"
+        return f"no heartbeat for over {grace_s:.0f} s (worker {where} lost)"
+    if worker is None and trial.datetime_start is not None:
+        # Killed between ask() and recording its worker: no other owner can exist after grace.
+        age = dt.datetime.now() - trial.datetime_start
+        if age.total_seconds() > grace_s:
+            return "worker unknown and no heartbeat since the trial started"
+    return None
+
+
+def recover_orphans(study: optuna.Study, grace_s: float) -> list[str]:
+    """Fail every RUNNING trial whose worker is gone and queue it again; returns what was done."""
+    stale = _stale_heartbeat_ids(study)
+    storage = study._storage
+    done = []
+    # Unfiltered: served from Optuna's cache of finished trials, unlike a state filter.
+    running = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    for trial in running:
+        reason = _orphan_reason(trial, stale, grace_s)
+        if reason is None:
+            continue
+        try:
+            storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker recovered it first
+        again = requeue(study, trial)
+        done.append(
+            f"trial {trial.number} was left running ({reason}): marked failed"
+            + (", parameters queued again" if again else ", retry limit reached")
+        )
+    return done

@@ -1,0 +1,169 @@
+"""Opening a study and the settings its workers share; no TensorFlow here, so the parent of a
+pool of workers stays small."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from nas import __version__
+from nas.errors import NasError
+from nas.search.engine.events import SearchEvents
+from nas.search.engine.recovery import recover_orphans
+from nas.search.hardware import device_label, unsupported_precisions
+from nas.search.space import SearchSpace, space_from_dict
+from nas.storage import StorageURL, open_storage
+from nas.storage.engine import GRACE_PERIOD_S
+
+MAX_CONSECUTIVE_FAILURES = 5
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    storage: StorageURL
+    study_name: str
+    trials: int
+    sampler: str
+    seed: int
+    timeout: float | None = None
+    max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
+    cache: bool = True  # reuse measurements of the same network on the same device
+    screening: bool = True  # reject infeasible candidates before training
+    keep_weights: bool = True  # store each finished trial's trained model
+    keep_top_k: int = 0  # besides the Pareto front, keep the weights of the k most accurate
+    artifacts: str | None = None  # where weights go on this machine (default: beside the database)
+
+    def shared(self) -> dict[str, Any]:
+        """What every worker of the study must agree on, stored on the study."""
+        out = asdict(self)
+        for local in ("storage", "study_name", "trials", "timeout", "artifacts"):
+            out.pop(local)
+        return out
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        # constant_liar: trials running in parallel workers count as pessimistic results, so
+        # workers do not all propose the same point.
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        try:
+            import torch  # noqa: F401  (GPSampler's dependency)
+        except ImportError:
+            raise NasError("sampler 'gp' needs PyTorch: pip install torch (or use tpe or nsga2)") from None
+        return optuna.samplers.GPSampler(seed=seed)
+    raise NasError(f"unknown sampler '{name}' (use tpe, nsga2, gp or random)")
+
+
+def worker_sampler(name: str, seed: int, worker_index: int, trials_so_far: int) -> optuna.samplers.BaseSampler:
+    """A sampler seeded apart from every other worker's and from earlier runs of this one:
+    workers with one seed would propose identical points (a known NSGA-II pitfall), and a
+    resumed sampler with the same seed would replay its first proposals."""
+    return make_sampler(name, seed + 7919 * worker_index + trials_so_far)
+
+
+def counts(study: optuna.Study) -> tuple[int, int]:
+    """(finished, running) trials of the study."""
+    # Unfiltered on purpose: Optuna's RDB storage serves that from its cache of finished
+    # trials, while a state filter queries every trial again (25x slower at 400 trials).
+    trials = study.get_trials(deepcopy=False)
+    complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    return complete, sum(t.state == TrialState.RUNNING for t in trials)
+
+
+def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: str) -> optuna.Study:
+    """Load the study if it exists (checking it was made from this space), else create it."""
+    directions = list(space.spec.objectives.values())
+    names = list(space.spec.objectives)
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        study = optuna.create_study(study_name=name, storage=storage, directions=directions)
+        study.set_metric_names(names)
+        study.set_user_attr("nas_version", __version__)
+        study.set_user_attr("space_source", space.source)
+        study.set_user_attr("space", json.loads(space.fingerprint()))
+        return study
+    stored = study.user_attrs.get("space")
+    if stored is None:
+        raise NasError(f"study '{name}' exists but was not created by nas; choose another --study name")
+    if json.dumps(stored, sort_keys=True) != space.fingerprint():
+        raise NasError(
+            f"study '{name}' was created from a different space "
+            f"(from {study.user_attrs.get('space_source')}); use --study NEW_NAME for the changed space"
+        )
+    return study
+
+
+def restrict_to_device(space: SearchSpace, device: dict[str, Any], events: SearchEvents) -> SearchSpace:
+    """Drop the precision policies this device cannot run well from this worker's space."""
+    unsupported = unsupported_precisions(device)
+    param = space.spec.compute.precision
+    values = [param.value] if param.fixed else list(param.choices)
+    kept = [v for v in values if v not in unsupported]
+    if kept == values:
+        return space
+    dropped = "; ".join(f"{v} ({unsupported[v]})" for v in values if v in unsupported)
+    if not kept:
+        raise NasError(f"compute.precision: nothing this {device_label(device)} can run: {dropped}")
+    events.message(f"Warning: removed from this worker's space: {dropped}")
+    return space.with_precisions(kept)
+
+
+def prepare_study(
+    space: SearchSpace, options: SearchOptions, events: SearchEvents
+) -> tuple[optuna.storages.RDBStorage, optuna.Study]:
+    """Create or resume the study and store what its workers need; the caller has already
+    checked everything that can reject the input, so nothing is written for bad input."""
+    storage = open_storage(options.storage)
+    study = open_study(space, storage, options.study_name)
+    for line in recover_orphans(study, GRACE_PERIOD_S):
+        events.message(line)
+    study.set_user_attr("budget", options.trials)
+    study.set_user_attr("search", options.shared())
+    if space.document is not None:
+        study.set_user_attr("space_document", space.document)
+    return storage, study
+
+
+def load_existing_study(storage: optuna.storages.BaseStorage, name: str, url: StorageURL) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        known = f"studies there: {', '.join(names)}" if names else "it holds no studies"
+        raise NasError(f"study '{name}' not found in {url.masked} ({known})") from None
+
+
+@dataclass(frozen=True)
+class JoinedStudy:
+    """What `nas worker` reads from a study another process prepared."""
+
+    study: optuna.Study
+    storage: optuna.storages.RDBStorage
+    space: SearchSpace
+    options: SearchOptions
+
+
+def join_study(url: StorageURL, name: str, timeout: float | None = None) -> JoinedStudy:
+    storage = open_storage(url, create=False)
+    study = load_existing_study(storage, name, url)
+    attrs = study.user_attrs
+    document, shared, budget = attrs.get("space_document"), attrs.get("search"), attrs.get("budget")
+    if document is None or shared is None or budget is None:
+        raise NasError(
+            f"study '{name}' holds no space to join (made by an older nas or by hand); "
+            "run `nas search SPACE --study NAME` once with this version first"
+        )
+    space = space_from_dict(document, f"study '{name}'")
+    options = SearchOptions(storage=url, study_name=name, trials=int(budget), timeout=timeout, **shared)
+    make_sampler(options.sampler, options.seed)  # this machine may lack what the sampler needs
+    return JoinedStudy(study, storage, space, options)

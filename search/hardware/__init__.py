@@ -1,0 +1,45 @@
+"""This worker's device: its description, the device lock, the timing protocol and the
+profiler that caches measurements."""
+
+from typing import TYPE_CHECKING
+
+from nas._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from nas.search.hardware.device import describe_device as describe_device
+    from nas.search.hardware.device import device_key as device_key
+    from nas.search.hardware.device import device_label as device_label
+    from nas.search.hardware.device import lock_name as lock_name
+    from nas.search.hardware.device import unsupported_precisions as unsupported_precisions
+    from nas.search.hardware.lock import DeviceLock as DeviceLock
+    from nas.search.hardware.profiler import HardwareCost as HardwareCost
+    from nas.search.hardware.profiler import HardwareProfiler as HardwareProfiler
+    from nas.search.hardware.profiler import architecture_signature as architecture_signature
+    from nas.search.hardware.timing import measure_latency as measure_latency
+    from nas.search.hardware.timing import measure_matmul_peak as measure_matmul_peak
+    from nas.search.hardware.timing import measure_throughput as measure_throughput
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "device": ["describe_device", "device_key", "device_label", "lock_name", "unsupported_precisions"],
+        "lock": ["DeviceLock"],
+        "profiler": ["HardwareCost", "HardwareProfiler", "architecture_signature"],
+        "timing": ["measure_latency", "measure_matmul_peak", "measure_throughput"],
+    },
+)
+
+__all__ = [
+    "DeviceLock",
+    "HardwareCost",
+    "HardwareProfiler",
+    "architecture_signature",
+    "describe_device",
+    "device_key",
+    "device_label",
+    "lock_name",
+    "measure_latency",
+    "measure_matmul_peak",
+    "measure_throughput",
+    "unsupported_precisions",
+]

@@ -1,0 +1,140 @@
+"""Hardware cost of a candidate on this worker's device: measured under the device lock,
+cached by architecture and device, with the context to read it (FLOP/s, fraction of peak)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import keras
+
+from nas.search.hardware.device import describe_device, device_key, gpu_peak_flops, lock_name
+from nas.search.hardware.lock import DeviceLock
+from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
+from nas.search.space import MeasureSpec
+from nas.storage import CacheKey, MeasurementCache
+
+
+def architecture_signature(model: keras.Model) -> str:
+    """Same network, same signature: the functional config holds every layer and connection
+    (dtype policies included), and nothing about training or weights. Dropout is the
+    identity at inference, so its rate is left out: candidates that differ only in training
+    settings share their measurements."""
+    config = model.get_config()
+    for layer in config.get("layers", []):
+        if layer.get("class_name") == "Dropout":
+            layer["config"] = {k: v for k, v in layer["config"].items() if k not in ("rate", "seed")}
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class HardwareCost:
+    throughput: dict[int, Throughput]  # by inference batch size, in the space's order
+    latency: Latency | None
+    device: dict[str, Any]
+    precision: str = "float32"
+    xla: bool = False
+    cached: dict[str, bool] = field(default_factory=dict)  # which figures came from the cache
+    seconds: float = 0.0  # what measuring (or looking up) cost in this trial
+
+    @property
+    def primary(self) -> Throughput:
+        return next(iter(self.throughput.values()))
+
+    @property
+    def trustworthy(self) -> bool:
+        figures = [t.trustworthy for t in self.throughput.values()]
+        return all(figures) and (self.latency is None or self.latency.trustworthy)
+
+    def to_attr(self) -> dict[str, Any]:
+        return {
+            "throughput": {str(b): t.to_dict() for b, t in self.throughput.items()},
+            "latency": self.latency.to_dict() if self.latency else None,
+            "precision": self.precision,
+            "xla": self.xla,
+            "trustworthy": self.trustworthy,
+            "cached": self.cached,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+class HardwareProfiler:
+    """Measures candidates on this process's device; one per worker."""
+
+    def __init__(self, spec: MeasureSpec, cache: MeasurementCache | None) -> None:
+        self.spec = spec
+        self.cache = cache
+        self.device = describe_device()
+        self.lock = DeviceLock(lock_name(self.device))
+        self._peaks: dict[str, float | None] = {}
+
+    def _key(self, kind: str, signature: str, shape: str, batch: int, precision: str, xla: bool) -> CacheKey:
+        return CacheKey(
+            kind,
+            signature,
+            shape,
+            batch,
+            precision,
+            xla,
+            device_key(self.device, precision=precision, xla=xla),
+        )
+
+    def _lookup_or_measure(self, key: CacheKey, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """The cached result for `key`, else `measure()` run alone on the device and stored.
+        Returns the result and whether it came from the cache."""
+        stored = self.cache.get(key) if self.cache else None
+        if stored is not None:
+            return stored, True
+        with self.lock.exclusive():
+            t0 = time.perf_counter()
+            result = measure()
+        if self.cache:
+            self.cache.put(key, self.device, result, time.perf_counter() - t0)
+        return result, False
+
+    def measure(self, model: keras.Model, *, precision: str, xla: bool, need_latency: bool = False) -> HardwareCost:
+        started = time.perf_counter()
+        signature = architecture_signature(model)
+        shape = "x".join(str(d) for d in model.input_shape[1:])
+        cached: dict[str, bool] = {}
+        throughput: dict[int, Throughput] = {}
+        for batch in self.spec.batch_sizes:
+            result, cached[f"throughput@{batch}"] = self._lookup_or_measure(
+                self._key("throughput", signature, shape, batch, precision, xla),
+                lambda batch=batch: measure_throughput(  # type: ignore[misc]
+                    model,
+                    batch,
+                    rounds=self.spec.rounds,
+                    round_seconds=self.spec.round_seconds,
+                    max_spread=self.spec.max_spread,
+                    jit_compile=xla,
+                ).to_dict(),
+            )
+            throughput[batch] = Throughput.from_dict(result)
+        latency = None
+        if self.spec.latency or need_latency:
+            result, cached["latency"] = self._lookup_or_measure(
+                self._key("latency", signature, shape, 1, precision, xla),
+                lambda: measure_latency(model, max_spread=self.spec.max_spread, jit_compile=xla).to_dict(),
+            )
+            latency = Latency.from_dict(result)
+        return HardwareCost(throughput, latency, self.device, precision, xla, cached, time.perf_counter() - started)
+
+    def peak_flops(self, precision: str) -> float | None:
+        """The device's peak FLOP/s: the data-sheet figure for known GPUs, a measured float32
+        matmul for CPUs (cached like any other measurement)."""
+        if precision in self._peaks:
+            return self._peaks[precision]
+        peak = gpu_peak_flops(self.device, precision)
+        if peak is None and self.device.get("kind") == "cpu":
+            result, _ = self._lookup_or_measure(
+                self._key("peak", "matmul-1024-float32", "1024x1024", 1, "float32", False),
+                lambda: {"flops_per_s": measure_matmul_peak()},
+            )
+            peak = float(result["flops_per_s"])
+        self._peaks[precision] = peak
+        return peak

@@ -1,0 +1,42 @@
+"""Reading a study: the Pareto front, summaries for `nas status`, the HTML report, export."""
+
+from typing import TYPE_CHECKING
+
+from nas._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from nas.search.results.export import ExportRequest as ExportRequest
+    from nas.search.results.export import run_export as run_export
+    from nas.search.results.pareto import hypervolume_2d as hypervolume_2d
+    from nas.search.results.pareto import objective_names as objective_names
+    from nas.search.results.pareto import pareto_records as pareto_records
+    from nas.search.results.pareto import to_csv as to_csv
+    from nas.search.results.pareto import to_json as to_json
+    from nas.search.results.report import build_report as build_report
+    from nas.search.results.report import pareto_png as pareto_png
+    from nas.search.results.summaries import cache_summary as cache_summary
+    from nas.search.results.summaries import study_summaries as study_summaries
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "export": ["ExportRequest", "run_export"],
+        "pareto": ["hypervolume_2d", "objective_names", "pareto_records", "to_csv", "to_json"],
+        "report": ["build_report", "pareto_png"],
+        "summaries": ["cache_summary", "study_summaries"],
+    },
+)
+
+__all__ = [
+    "ExportRequest",
+    "build_report",
+    "cache_summary",
+    "hypervolume_2d",
+    "objective_names",
+    "pareto_png",
+    "pareto_records",
+    "run_export",
+    "study_summaries",
+    "to_csv",
+    "to_json",
+]

@@ -1,0 +1,303 @@
+"""`nas report`: one self-contained HTML file (plotly.js embedded, no CDN) that shows a study.
+
+Plots: the Pareto front (front, dominated and infeasible trials told apart, parameters on
+hover), hypervolume over wall time, parameter importances per objective (Optuna's fANOVA),
+learning curves of the front, and a sortable table of every trial.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from nas.search.results.pareto import hypervolume_2d
+
+# Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
+LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    return all(v <= 0 for v in t.constraints.values()) and not t.user_attrs.get("screened")
+
+
+def _names(study: optuna.Study) -> list[str]:
+    return study.metric_names or [f"objective {i}" for i in range(len(study.directions))]
+
+
+def _oriented(study: optuna.Study, t: FrozenTrial) -> list[float]:
+    """Objective values turned so that larger is better, log10 where the scale calls for it."""
+    out = []
+    for name, value, direction in zip(_names(study), t.values, study.directions, strict=True):
+        v = math.log10(max(value, 1e-12)) if name in LOG_OBJECTIVES else value
+        out.append(v if direction == StudyDirection.MAXIMIZE else -v)
+    return out
+
+
+def hypervolume_history(study: optuna.Study) -> list[tuple[float, float]]:
+    """(minutes since the first trial started, hypervolume) after each finished feasible trial."""
+    done = [t for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE]) if _feasible(t)]
+    if len(study.directions) != 2 or not done:
+        return []
+    oriented = [_oriented(study, t) for t in done]
+    # The reference point: just below the worst value seen of each objective.
+    reference = [min(p[i] for p in oriented) - 0.01 * (1 + abs(min(p[i] for p in oriented))) for i in (0, 1)]
+    start = min(t.datetime_start for t in done if t.datetime_start)
+    order = sorted(range(len(done)), key=lambda i: done[i].datetime_complete or datetime.max)
+    curve, seen = [], []
+    for i in order:
+        seen.append(oriented[i])
+        finished = done[i].datetime_complete
+        assert finished is not None
+        curve.append(((finished - start).total_seconds() / 60, hypervolume_2d(seen, reference)))
+    return curve
+
+
+def _hover(t: FrozenTrial) -> str:
+    lines = [f"trial {t.number}"] + [
+        f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in t.params.items()
+    ]
+    return "<br>".join(html.escape(line) for line in lines)
+
+
+def pareto_figure(study: optuna.Study) -> Any:
+    import plotly.graph_objects as go
+
+    names = _names(study)
+    # Two objectives or more: the second against the first. One: the objective by trial number.
+    x_name, y_name = (names[1], names[0]) if len(names) > 1 else ("trial", names[0])
+    yi = names.index(y_name)
+
+    def x_of(t: FrozenTrial) -> float:
+        return float(t.number) if x_name == "trial" else t.values[names.index(x_name)]
+
+    front = {t.number for t in study.best_trials}
+    groups: dict[str, list[FrozenTrial]] = {"Pareto front": [], "dominated": [], "infeasible": []}
+    for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
+        key = "infeasible" if not _feasible(t) else "Pareto front" if t.number in front else "dominated"
+        groups[key].append(t)
+    style = {
+        "Pareto front": {"color": "#d62728", "size": 11, "symbol": "circle"},
+        "dominated": {"color": "#1f77b4", "size": 8, "symbol": "circle-open"},
+        "infeasible": {"color": "#7f7f7f", "size": 8, "symbol": "x"},
+    }
+    fig = go.Figure()
+    for label, trials in groups.items():
+        if label == "Pareto front":
+            trials = sorted(trials, key=x_of)
+        fig.add_trace(
+            go.Scatter(
+                x=[x_of(t) for t in trials],
+                y=[t.values[yi] for t in trials],
+                mode="lines+markers" if label == "Pareto front" else "markers",
+                name=f"{label} ({len(trials)})",
+                marker=style[label],
+                line={"dash": "dot"},
+                text=[_hover(t) for t in trials],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    title = "Pareto front" if len(names) > 1 else f"{y_name} by trial (best in red)"
+    fig.update_layout(title=title, xaxis_title=x_name, yaxis_title=y_name, template="plotly_white")
+    if x_name in LOG_OBJECTIVES:
+        fig.update_xaxes(type="log")
+    if y_name in LOG_OBJECTIVES:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def hypervolume_figure(study: optuna.Study) -> Any | None:
+    import plotly.graph_objects as go
+
+    curve = hypervolume_history(study)
+    if not curve:
+        return None
+    fig = go.Figure(go.Scatter(x=[c[0] for c in curve], y=[c[1] for c in curve], mode="lines+markers", line_shape="hv"))
+    log_note = ", ".join(n for n in _names(study) if n in LOG_OBJECTIVES)
+    fig.update_layout(
+        title="Hypervolume of the front over time" + (f" ({log_note} in log10)" if log_note else ""),
+        xaxis_title="minutes since the first trial started",
+        yaxis_title="hypervolume",
+        template="plotly_white",
+    )
+    return fig
+
+
+def _objective(i: int) -> Any:
+    return lambda t: t.values[i]
+
+
+def importance_figures(study: optuna.Study) -> list[Any]:
+    from optuna.importance import FanovaImportanceEvaluator
+    from optuna.visualization import plot_param_importances
+
+    figures: list[Any] = []
+    done = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+    if len(done) < 3:
+        return figures
+    for i, name in enumerate(_names(study)):
+        try:
+            fig = plot_param_importances(
+                study, evaluator=FanovaImportanceEvaluator(seed=0), target=_objective(i), target_name=name
+            )
+        except (ValueError, RuntimeError):  # too few trials or a single distinct value
+            continue
+        fig.update_layout(title=f"Parameter importance for {name} (fANOVA)", template="plotly_white")
+        figures.append(fig)
+    return figures
+
+
+def learning_curves_figure(study: optuna.Study) -> Any | None:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for t in sorted(study.best_trials, key=lambda t: t.number):
+        curve = (t.user_attrs.get("history") or {}).get("val_accuracy")
+        if curve:
+            fig.add_trace(
+                go.Scatter(x=list(range(1, len(curve) + 1)), y=curve, mode="lines+markers", name=f"trial {t.number}")
+            )
+    if not fig.data:
+        return None
+    fig.update_layout(
+        title="Learning curves of the Pareto front",
+        xaxis_title="epoch",
+        yaxis_title="validation accuracy",
+        template="plotly_white",
+    )
+    return fig
+
+
+def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    front = {t.number for t in study.best_trials}
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        row: dict[str, Any] = {"trial": t.number, "state": t.state.name}
+        if t.state == TrialState.COMPLETE:
+            row["state"] = "front" if t.number in front else "infeasible" if not _feasible(t) else "dominated"
+            row.update(zip(_names(study), t.values, strict=True))
+        row["params"] = t.user_attrs.get("params")
+        row["FLOPs"] = t.user_attrs.get("flops")
+        row["seconds"] = (t.user_attrs.get("durations") or {}).get("total")
+        row.update(t.params)
+        if t.state == TrialState.FAIL:
+            row["fail_reason"] = t.user_attrs.get("fail_reason")
+        rows.append(row)
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return html.escape(str(v))
+
+    head = "".join(f'<th onclick="sortTable({i})">{html.escape(c)}</th>' for i, c in enumerate(columns))
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    return f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# Click a header to sort by it (numbers numerically, text alphabetically); click again to reverse.
+_SORT_JS = """
+function sortTable(col) {
+  const table = document.getElementById("trials");
+  const rows = Array.from(table.tBodies[0].rows);
+  const asc = table.dataset.col == col ? table.dataset.dir != "asc" : true;
+  const key = r => { const t = r.cells[col].textContent; const n = parseFloat(t); return isNaN(n) ? t : n; };
+  rows.sort((a, b) => { const x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1); });
+  rows.forEach(r => table.tBodies[0].appendChild(r));
+  table.dataset.col = col; table.dataset.dir = asc ? "asc" : "desc";
+}
+"""
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; }
+th { background: #f3f3f3; cursor: pointer; position: sticky; top: 0; }
+.plot { max-width: 1100px; }
+"""
+
+
+def build_report(study: optuna.Study, storage_label: str) -> str:
+    from plotly.offline import get_plotlyjs
+
+    complete = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+    if not complete:
+        from nas.errors import NasError
+
+        raise NasError(f"study '{study.study_name}' has no finished trials to report on")
+    figures = [
+        pareto_figure(study),
+        hypervolume_figure(study),
+        *importance_figures(study),
+        learning_curves_figure(study),
+    ]
+    divs = [
+        f'<div class="plot">{fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot{i}")}</div>'
+        for i, fig in enumerate(f for f in figures if f is not None)
+    ]
+    summary: dict[str, Any] = {
+        "study": study.study_name,
+        "storage": storage_label,
+        "trials": len(study.trials),
+        "finished": len(complete),
+        "pareto": len(study.best_trials),
+        "objectives": dict(zip(_names(study), (d.name.lower() for d in study.directions), strict=True)),
+    }
+    objectives = ", ".join(f"{k} ({v})" for k, v in summary["objectives"].items())
+    summary_json = json.dumps(summary).replace("</", "<\\/")  # never closes the script tag
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>nas report: {html.escape(study.study_name)}</title>
+<style>{_CSS}</style>
+<script>{get_plotlyjs()}</script>
+<script>{_SORT_JS}</script></head>
+<body>
+<h1>Study {html.escape(study.study_name)}</h1>
+<p>{summary["finished"]} finished of {summary["trials"]} trials, {summary["pareto"]} on the Pareto front;
+objectives: {html.escape(objectives)}; {html.escape(storage_label)}</p>
+<script type="application/json" id="summary">{summary_json}</script>
+{"".join(divs)}
+<h2>Trials</h2>
+{_table(trial_rows(study))}
+</body></html>
+"""
+
+
+def pareto_png(study: optuna.Study, path: str) -> None:
+    """The Pareto plot as a PNG (matplotlib: plotly's image export needs Chrome via kaleido)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = pareto_figure(study)
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    for trace in figure.data:
+        marker = trace.marker
+        kind = "o" if marker.symbol != "x" else "x"
+        face = marker.color if marker.symbol == "circle" else "none"
+        ax.plot(trace.x, trace.y, kind, linestyle=":" if "front" in trace.name else "none", color=marker.color,
+                markerfacecolor=face, label=trace.name)  # fmt: skip
+    ax.set_xlabel(figure.layout.xaxis.title.text)
+    ax.set_ylabel(figure.layout.yaxis.title.text)
+    if figure.layout.xaxis.type == "log":
+        ax.set_xscale("log")
+    if figure.layout.yaxis.type == "log":
+        ax.set_yscale("log")
+    ax.set_title(f"Pareto front of '{study.study_name}'")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

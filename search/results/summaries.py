@@ -1,0 +1,47 @@
+"""Read-only views of the storage for `nas status` and `nas pareto`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import optuna
+import sqlalchemy.exc
+from optuna.trial import TrialState
+
+from nas.storage import CacheStats, MeasurementCache
+
+
+def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        trials = study.get_trials(deepcopy=False)
+        states = Counter(t.state for t in trials)
+        names = study.metric_names or []
+        accuracy = names.index("accuracy") if "accuracy" in names else None
+        done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+        best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
+        screened = sum(1 for t in done if t.user_attrs.get("screened"))
+        rows.append(
+            {
+                "study": summary.study_name,
+                "finished": states[TrialState.COMPLETE],
+                "budget": study.user_attrs.get("budget"),
+                "running": states[TrialState.RUNNING],
+                "failed": states[TrialState.FAIL],
+                "screened": screened,
+                "queued": states[TrialState.WAITING],
+                "pareto": len(study.best_trials) if done else 0,
+                "best_accuracy": best,
+            }
+        )
+    return rows
+
+
+def cache_summary(storage: optuna.storages.RDBStorage) -> CacheStats | None:
+    """Size and hits of the measurement cache; None for a database from before it existed."""
+    try:
+        return MeasurementCache(storage.engine).stats()
+    except sqlalchemy.exc.OperationalError:
+        return None

@@ -1,0 +1,375 @@
+"""A loaded space: the flat, named parameters it samples, the Candidates they make, and
+loading a space file with one-line errors (the schema itself is in spec.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from pydantic import ValidationError
+
+from nas.errors import NasError
+from nas.search.space.candidate import Candidate, StagePlan
+from nas.search.space.compression_spec import COMPRESSION_DEFAULTS
+from nas.search.space.families import FAMILIES
+from nas.search.space.model_spec import GLOBAL_FIELDS, STAGE_DEFAULTS, STAGE_FIELDS, sampling_order
+from nas.search.space.params import Param
+from nas.search.space.spec import (
+    COMPUTE_DEFAULTS,
+    OBJECTIVES,
+    PRECISIONS,
+    TRAINING_DEFAULTS,
+    AugmentationSpec,
+    ComputeSpec,
+    ConstraintsSpec,
+    DatasetSpec,
+    MeasureSpec,
+    SearchSpec,
+    SpaceSpec,
+    TFRecordSpec,
+    TrainingSpec,
+)
+
+# The schema's names stay importable from here, where the rest of the package looks for them.
+__all__ = [
+    "OBJECTIVES",
+    "PRECISIONS",
+    "AugmentationSpec",
+    "Candidate",
+    "ComputeSpec",
+    "ConstraintsSpec",
+    "DatasetSpec",
+    "MeasureSpec",
+    "SearchSpace",
+    "SearchSpec",
+    "SpaceSpec",
+    "StagePlan",
+    "TFRecordSpec",
+    "TrainingSpec",
+    "load_space",
+    "space_from_dict",
+]
+
+
+class SearchSpace:
+    """A validated space: names its parameters and turns samples into Candidates.
+
+    Parameters have flat Optuna names: globals (`width_multiplier`, `phi`), `shared.kernel`
+    for one value used by every stage that does not set its own, `stage2.kernel` for a
+    stage's own, then training and compute ones. Conditions refer to these names.
+    """
+
+    def __init__(self, spec: SpaceSpec, source: str = "<dict>", document: dict[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.source = source
+        # The mapping the space was read from: stored on the study so that `nas worker` on
+        # another machine rebuilds the same space without the file.
+        self.document = document
+        self._sources = {
+            (i, field): self._source(i, field) for i in range(len(spec.model.stages)) for field in STAGE_FIELDS
+        }
+        self._params = self._flatten()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def stage_source(self, stage: int, field: str) -> str:
+        """The parameter a stage's field takes its value from."""
+        return self._sources[(stage, field)]
+
+    def _source(self, stage: int, field: str) -> str:
+        m = self.spec.model
+        if field in m.stages[stage].set_params():
+            return f"stage{stage}.{field}"
+        if field in m.shared.set_params():
+            return f"shared.{field}"
+        if field == "activation":
+            return "activation"
+        return f"stage{stage}.{field}"
+
+    def _flatten(self) -> dict[str, Param]:
+        m, rules = self.spec.model, FAMILIES[self.spec.model.family]
+        out: dict[str, Param] = {}
+
+        def add(scope: dict[str, Param], rename: Any) -> None:
+            for key in sampling_order(scope):
+                p = scope[key]
+                when = tuple((rename(k), allowed) for k, allowed in p.when)
+                out[rename(key)] = replace(p, when=when)
+
+        globals_ = m.global_params()
+        globals_.setdefault("resolution", Param("int", value=self.spec.dataset.image_size))
+        globals_.setdefault("activation", Param("str", value=rules.activation))
+        globals_.setdefault("drop_connect_rate", Param("float", value=rules.drop_connect_rate))
+        add({k: globals_[k] for k in GLOBAL_FIELDS}, lambda k: k)
+        if m.compound is not None:
+            out["phi"] = m.compound.phi
+        add(m.shared.set_params(), lambda k: f"shared.{k}")
+        shared = m.shared.set_params()
+        for i, stage in enumerate(m.stages):
+            own = stage.set_params()
+            scope = {
+                f: own.get(f) or Param(STAGE_FIELDS[f][0], value=STAGE_DEFAULTS[f])
+                for f in STAGE_FIELDS
+                if f in own or (f not in shared and f != "activation")
+            }
+            add(scope, lambda k, i=i: self.stage_source(i, k))
+        add(self.spec.training.params(), lambda k: k)
+        add(self.spec.compute.params(), lambda k: k)
+        pruning = self.spec.compression.pruning.params()
+        add(pruning, lambda k: f"pruning.{k}")
+        add({"quantization": self.spec.compression.quantization}, lambda k: k)
+        return out
+
+    def parameters(self) -> dict[str, Param]:
+        """Every parameter by its Optuna name, fixed ones included, in sampling order."""
+        return dict(self._params)
+
+    def searchable(self) -> dict[str, Param]:
+        return {name: p for name, p in self._params.items() if not p.fixed}
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {name: p.distribution() for name, p in self.searchable().items()}
+
+    def sample(self, trial: optuna.Trial, *, num_classes: int, channels: int) -> Candidate:
+        """Define-by-run: a parameter whose conditions do not hold is never suggested."""
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if p.active(values):
+                values[name] = p.suggest(trial, name)
+        return self._candidate(values, num_classes=num_classes, channels=channels)
+
+    def candidate(self, params: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
+        """Rebuild the Candidate of a stored trial from its parameters."""
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if not p.active(values):
+                continue
+            if p.fixed:
+                values[name] = p.value
+            elif name in params:
+                values[name] = params[name]
+            else:
+                raise NasError(f"trial parameters lack '{name}' (was the space changed?)")
+        return self._candidate(values, num_classes=num_classes, channels=channels)
+
+    def active_values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The values of a trial's active parameters, fixed ones included."""
+        values: dict[str, Any] = {}
+        for name, p in self._params.items():
+            if p.active(values):
+                values[name] = p.value if p.fixed else params.get(name)
+        return values
+
+    def _candidate(self, v: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
+        m, t = self.spec.model, self.spec.training
+        rules = FAMILIES[m.family]
+        # An inactive parameter takes its "off" value.
+        defaults: dict[str, Any] = {
+            "width_multiplier": 1.0,
+            "depth_multiplier": 1.0,
+            "resolution": self.spec.dataset.image_size,
+            "activation": rules.activation,
+            "dropout": 0.0,
+            "drop_connect_rate": 0.0,
+            "phi": 0.0,
+            **TRAINING_DEFAULTS,
+            **COMPUTE_DEFAULTS,
+            "pruning.method": "none",
+            "pruning.sparsity": COMPRESSION_DEFAULTS["sparsity"],
+            "quantization": "none",
+        }
+
+        def get(name: str) -> Any:
+            value = v.get(name)
+            return defaults[name] if value is None else value
+
+        activation = str(get("activation"))
+
+        def stage_value(i: int, field: str) -> Any:
+            value = v.get(self.stage_source(i, field))
+            if value is None:
+                return activation if field == "activation" else STAGE_DEFAULTS[field]
+            return value
+
+        stages = tuple(
+            StagePlan(
+                filters=int(stage_value(i, "filters")),
+                stride=int(stage_value(i, "stride")),
+                depth=int(stage_value(i, "depth")),
+                kernel=int(stage_value(i, "kernel")),
+                expansion=float(stage_value(i, "expansion")),
+                se=bool(stage_value(i, "se")),
+                se_ratio=float(stage_value(i, "se_ratio")),
+                activation=str(stage_value(i, "activation")),
+            )
+            for i in range(len(m.stages))
+        )
+        width, depth = float(get("width_multiplier")), float(get("depth_multiplier"))
+        resolution = int(get("resolution"))
+        if m.compound is not None:
+            phi = float(get("phi"))
+            depth *= m.compound.alpha**phi
+            width *= m.compound.beta**phi
+            resolution = round(resolution * m.compound.gamma**phi)
+        return Candidate(
+            num_classes=num_classes,
+            image_size=self.spec.dataset.image_size,
+            channels=channels,
+            width_multiplier=round(width, 6),
+            stem_filters=m.stem_filters,
+            stem_stride=m.stem_stride,
+            head_filters=m.head_filters,
+            dropout=float(get("dropout")),
+            stages=stages,
+            epochs=t.epochs,
+            batch_size=int(get("batch_size")),
+            optimizer=str(get("optimizer")),
+            learning_rate=float(get("learning_rate")),
+            precision=str(get("precision")),
+            xla=bool(get("xla")),
+            family=m.family,
+            depth_multiplier=round(depth, 6),
+            resolution=resolution,
+            activation=activation,
+            drop_connect_rate=float(get("drop_connect_rate")),
+            head_hidden=rules.head_hidden if m.head_hidden is None else m.head_hidden,
+            pruning=str(get("pruning.method")),
+            sparsity=float(get("pruning.sparsity")),
+            quantization=str(get("quantization")),
+        )
+
+    def with_precisions(self, allowed: list[str]) -> SearchSpace:
+        """This space with only `allowed` precision policies (for a device that cannot run
+        the others)."""
+        param = Param("str", value=allowed[0]) if len(allowed) == 1 else Param("str", choices=tuple(allowed))
+        compute = self.spec.compute.model_copy(update={"precision": param})
+        return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source, self.document)
+
+    def fingerprint(self) -> str:
+        """What must not change under a running study: everything but `name` and `search`."""
+        # Defaults left out: a later version that adds a knob with a default does not make
+        # every existing study look changed.
+        data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
+        return json.dumps(_plain(data), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Param):
+        return {k: v for k, v in asdict(value).items() if v not in (None, (), False)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---- loading -----------------------------------------------------------------------------
+
+
+def _path_of(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys allowed in the mapping that holds loc[-1], for 'unknown key' messages."""
+    model: Any = SpaceSpec
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        args = getattr(annotation, "__args__", ())
+        model = args[0] if args and isinstance(args[0], type) else annotation
+    return list(getattr(model, "model_fields", {}))
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    where = _path_of(loc)
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc)
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
+        return f"{where}: unknown key{hint}"
+    if err["type"] == "missing":
+        return f"{where}: required key is missing"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "value_error" and (key := re.match(r"^([a-z_][a-z0-9_.\[\]]*): ", msg)):
+        # A check across keys names the key it is about: report it at that key's path.
+        return f"{where + '.' if loc else ''}{key.group(1)}: {msg[key.end() :]}"
+    if err["type"] in ("literal_error", "string_pattern_mismatch") or msg.startswith("Input should"):
+        msg = f"{err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
+    return f"{where}: {msg}"
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("nas.spaces").iterdir() if p.name.endswith(".yaml"))
+
+
+def _read(ref: str) -> tuple[str, str]:
+    path = Path(ref)
+    if path.is_file():
+        return path.read_text(encoding="utf-8"), str(path)
+    if path.exists():
+        raise NasError(f"space file {ref} is not a file")
+    # A preset name, or reference/NAME for the published networks shipped beside them.
+    preset = resources.files("nas.spaces").joinpath(*f"{ref}.yaml".split("/", 1))
+    if re.fullmatch(r"(reference/)?[\w.-]+", ref) and not ref.endswith((".yaml", ".yml")) and preset.is_file():
+        return preset.read_text(encoding="utf-8"), f"preset {ref}"
+    raise NasError(f"space file {ref} not found (and no preset of that name; presets: {', '.join(preset_names())})")
+
+
+def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
+    if not isinstance(data, dict):
+        raise NasError(f"{source}: a space file must be a mapping with name, model, ... at its top level")
+    try:
+        return SearchSpace(SpaceSpec.model_validate(data), source, data)
+    except ValidationError as exc:
+        raise NasError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def load_space(ref: str) -> SearchSpace:
+    """Load a space from a file path or a preset name; every problem is a one-line NasError."""
+    text, source = _read(ref)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise NasError(f"{source}: {where}invalid YAML ({problem})") from None
+    if isinstance(data, dict) and source == str(Path(ref)):
+        data = _with_absolute_paths(data, Path(ref).resolve().parent)
+    return space_from_dict(data, source)
+
+
+def _with_absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Data paths in a space file are relative to the file, so a study (and `nas worker`,
+    which reads the space from the study) finds them from any working folder."""
+    dataset = data.get("dataset")
+    if not isinstance(dataset, dict):
+        return data
+    fixed = dict(dataset)
+    for key in ("path", "validation_path"):
+        value = fixed.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            fixed[key] = str(base / value)
+        elif isinstance(value, str) and value:
+            fixed[key] = str(Path(value).expanduser())
+    return {**data, "dataset": fixed}

@@ -1,0 +1,183 @@
+"""The `model:` part of a space file: family, global knobs, compound scaling, shared and
+per-stage parameters, and the checks of `when:` conditions that span a scope."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
+
+Family = Literal["mobilenet_v2", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
+ACTIVATIONS = ["relu", "relu6", "swish", "hard_swish"]
+
+# Kind and domain check of every parameter a stage can set; `shared:` takes the same ones
+# except filters and stride, which only make sense per stage.
+STAGE_FIELDS: dict[str, tuple[Kind, Check | None]] = {
+    "filters": ("int", between(1, 4096)),
+    "stride": ("int", one_of([1, 2])),
+    "depth": ("int", between(1, 16)),
+    "kernel": ("int", one_of([3, 5, 7])),
+    "expansion": ("float", between(1.0, 8.0)),
+    "activation": ("str", one_of(ACTIVATIONS)),
+    "se": ("bool", None),
+    "se_ratio": ("float", between(0.01, 1.0)),
+}
+SHARED_FIELDS = [f for f in STAGE_FIELDS if f not in ("filters", "stride")]
+# What a stage gets for a parameter that neither it nor `shared:` sets (activation: the model's).
+STAGE_DEFAULTS: dict[str, Any] = {"stride": 1, "depth": 1, "kernel": 3, "expansion": 6.0, "se": False, "se_ratio": 0.25}
+
+GLOBAL_FIELDS: dict[str, tuple[Kind, Check | None]] = {
+    "width_multiplier": ("float", between(0.1, 4.0)),
+    "depth_multiplier": ("float", between(0.1, 4.0)),
+    "resolution": ("int", between(8, 1024)),
+    "activation": ("str", one_of(ACTIVATIONS)),
+    "dropout": ("float", between(0.0, 0.9)),
+    "drop_connect_rate": ("float", between(0.0, 0.9)),
+}
+
+
+def _p(kind: Kind, check: Check | None = None) -> BeforeValidator:
+    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
+
+
+def _stage(field: str) -> BeforeValidator:
+    return _p(*STAGE_FIELDS[field])
+
+
+def _global(field: str) -> BeforeValidator:
+    return _p(*GLOBAL_FIELDS[field])
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class SharedSpec(_Spec):
+    """Parameters sampled once and used by every stage that does not set its own."""
+
+    depth: Annotated[Param | None, _stage("depth")] = None
+    kernel: Annotated[Param | None, _stage("kernel")] = None
+    expansion: Annotated[Param | None, _stage("expansion")] = None
+    activation: Annotated[Param | None, _stage("activation")] = None
+    se: Annotated[Param | None, _stage("se")] = None
+    se_ratio: Annotated[Param | None, _stage("se_ratio")] = None
+
+    def set_params(self) -> dict[str, Param]:
+        return {f: p for f in SHARED_FIELDS if (p := getattr(self, f)) is not None}
+
+
+class StageSpec(SharedSpec):
+    """One stage: `depth` blocks of the same width; unset parameters come from `shared:`."""
+
+    filters: Annotated[Param, _stage("filters")]
+    stride: Annotated[Param, _stage("stride")] = Param("int", value=1)
+
+    def set_params(self) -> dict[str, Param]:
+        return {f: p for f in STAGE_FIELDS if (p := getattr(self, f)) is not None}
+
+
+class CompoundSpec(_Spec):
+    """EfficientNet's compound scaling: depth x alpha^phi, width x beta^phi, resolution x gamma^phi."""
+
+    phi: Annotated[Param, _p("float", between(0.0, 8.0))]
+    alpha: float = Field(1.2, ge=1.0, le=4.0, description="depth coefficient")
+    beta: float = Field(1.1, ge=1.0, le=4.0, description="width coefficient")
+    gamma: float = Field(1.15, ge=1.0, le=4.0, description="resolution coefficient")
+
+
+class ModelSpec(_Spec):
+    family: Family = "mobilenet_v2"
+    num_classes: int | None = Field(None, ge=2, le=100_000, description="default: the dataset's")
+    width_multiplier: Annotated[Param, _global("width_multiplier")] = Param("float", value=1.0)
+    depth_multiplier: Annotated[Param, _global("depth_multiplier")] = Param("float", value=1.0)
+    resolution: Annotated[Param | None, _global("resolution")] = None
+    activation: Annotated[Param | None, _global("activation")] = None
+    dropout: Annotated[Param, _global("dropout")] = Param("float", value=0.2)
+    drop_connect_rate: Annotated[Param | None, _global("drop_connect_rate")] = None
+    compound: CompoundSpec | None = None
+    stem_filters: int = Field(32, ge=1, le=4096)
+    stem_stride: Literal[1, 2] = 2
+    head_filters: int = Field(1280, ge=1, le=8192)
+    head_hidden: int | None = Field(None, ge=0, le=8192, description="mobilenet_v3's dense layer after pooling")
+    shared: SharedSpec = SharedSpec()
+    stages: list[StageSpec] = Field(min_length=1, max_length=12)
+
+    def global_params(self) -> dict[str, Param]:
+        return {f: p for f in GLOBAL_FIELDS if (p := getattr(self, f)) is not None}
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        check_scope(self.global_params(), GLOBAL_FIELDS, "")
+        shared = self.shared.set_params()
+        check_scope(shared, STAGE_FIELDS, "shared.", only_set=True)
+        for i, stage in enumerate(self.stages):
+            own = stage.set_params()
+            check_scope({**shared, **own}, STAGE_FIELDS, f"stages[{i}].", report=set(own))
+        if self.family == "efficientnet_lite":
+            scopes = [("shared", shared)] + [(f"stages[{i}]", s.set_params()) for i, s in enumerate(self.stages)]
+            for where, params in scopes:
+                se = params.get("se")
+                if se is not None and True in se.values():
+                    raise ValueError(
+                        f"{where}.se: efficientnet_lite has no squeeze-and-excitation (use family efficientnet)"
+                    )
+        return self
+
+
+def check_scope(
+    params: dict[str, Param],
+    fields: dict[str, tuple[Kind, Check | None]],
+    prefix: str,
+    *,
+    only_set: bool = False,
+    report: set[str] | None = None,
+) -> None:
+    """Check the `when:` conditions of one scope: each names a parameter of the scope that
+    takes a list of values, with values of its type, and no chain of conditions loops.
+    Errors are `ValueError("<path>.when: ...")` so they are reported at that key."""
+    for name, param in params.items():
+        if report is not None and name not in report:
+            continue
+        for key, allowed in param.when:
+            where = f"{prefix}{name}.when"
+            if key == name:
+                raise ValueError(f"{where}: a parameter cannot depend on itself")
+            if key not in fields:
+                raise ValueError(f"{where}: unknown parameter '{key}' (this scope has {', '.join(fields)})")
+            if only_set and key not in params:
+                raise ValueError(f"{where}: '{key}' must be set in the same scope (it is sampled once for all stages)")
+            target = params.get(key)
+            if target is not None and not target.discrete:
+                raise ValueError(f"{where}: '{key}' is a float range; a condition needs one with a list of values")
+            kind, check = fields[key]
+            for value in allowed:
+                try:
+                    parse_param(value, kind, check)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {key} = {value!r}: {exc}") from None
+    sampling_order(params, prefix)
+
+
+def sampling_order(params: dict[str, Param], prefix: str = "") -> list[str]:
+    """The scope's parameters with every one after those its conditions name (stable
+    topological order); a loop of conditions is an error."""
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, chain: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "open":
+            raise ValueError(f"{prefix}{name}.when: conditions form a loop ({' -> '.join([*chain, name])})")
+        state[name] = "open"
+        for key, _ in params[name].when:
+            if key in params:
+                visit(key, [*chain, name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in params:
+        visit(name, [])
+    return order

@@ -1,0 +1,195 @@
+"""The space file's schema (pydantic): dataset, training, measurement, compute, constraints,
+search and objectives; the model and compression parts live in model_spec and compression_spec."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from nas.search.space.compression_spec import CompressionSpec
+from nas.search.space.model_spec import ModelSpec, check_scope
+from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
+from nas.search.space.units import parse_bytes, parse_count
+
+
+def _parsed(kind: Kind, check: Check | None = None) -> BeforeValidator:
+    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class TFRecordSpec(_Spec):
+    image_feature: str = "image"
+    image_type: Literal["encoded", "raw"] = Field("encoded", description="encoded: JPEG/PNG/BMP/GIF bytes")
+    raw_shape: tuple[int, int, int] | None = Field(None, description="(H, W, C) of raw uint8 images")
+    label_feature: str = "label"
+    label_type: Literal["int64", "string"] = "int64"
+
+    @model_validator(mode="after")
+    def _raw_needs_shape(self) -> TFRecordSpec:
+        if self.image_type == "raw" and self.raw_shape is None:
+            raise ValueError("raw_shape: required when image_type is raw")
+        return self
+
+
+class AugmentationSpec(_Spec):
+    """Random transforms of training batches, run on the device as Keras preprocessing layers."""
+
+    flip: Literal["none", "horizontal", "vertical", "both"] = "none"
+    rotation: float = Field(0.0, ge=0, le=0.5, description="up to this fraction of a full turn")
+    crop: float = Field(0.0, ge=0, lt=1, description="zoom in by up to this fraction (a random crop)")
+    contrast: float = Field(0.0, ge=0, le=1)
+
+    @property
+    def active(self) -> bool:
+        return self.flip != "none" or bool(self.rotation or self.crop or self.contrast)
+
+
+class DatasetSpec(_Spec):
+    source: Literal["digits", "folder", "npz", "tfrecord"] = "digits"
+    path: str | None = Field(None, description="folder, .npz file, or TFRecord file/folder")
+    validation_path: str | None = Field(None, description="an explicit validation set of the same kind")
+    image_size: int = Field(16, ge=8, le=512, description="images are resized once to this size")
+    channels: Literal[1, 3] | None = Field(None, description="default: 1 for digits, 3 otherwise")
+    classes: list[str] | None = Field(None, min_length=2, description="names of integer labels 0..K-1")
+    validation_fraction: float = Field(0.2, gt=0, lt=1)
+    subset: int | None = Field(None, ge=20, description="use only this many images (stratified)")
+    seed: int = 0
+    on_corrupt: Literal["skip", "error"] = "skip"
+    cache: Literal["auto", "memory", "disk"] = "auto"
+    tfrecord: TFRecordSpec = TFRecordSpec()
+    augmentation: AugmentationSpec = AugmentationSpec()
+
+    @model_validator(mode="after")
+    def _path_matches_source(self) -> DatasetSpec:
+        if self.source == "digits" and (self.path or self.validation_path):
+            raise ValueError("path: the built-in digits take no path (set source: folder, npz or tfrecord)")
+        if self.source != "digits" and not self.path:
+            raise ValueError(f"path: required for source {self.source}")
+        if self.source == "digits" and self.channels == 3:
+            raise ValueError("channels: digits are grayscale (1 channel)")
+        return self
+
+
+TRAINING_FIELDS: dict[str, tuple[Kind, Check | None]] = {
+    "batch_size": ("int", between(1, 65536)),
+    "optimizer": ("str", one_of(["adam", "adamw", "sgd", "rmsprop"])),
+    "learning_rate": ("float", between(1e-7, 10.0)),
+}
+TRAINING_DEFAULTS: dict[str, Any] = {"batch_size": 32, "optimizer": "adam", "learning_rate": 1e-3}
+
+
+class TrainingSpec(_Spec):
+    epochs: int = Field(5, ge=1, le=10000)
+    batch_size: Annotated[Param, _parsed(*TRAINING_FIELDS["batch_size"])] = Param("int", value=32)
+    optimizer: Annotated[Param, _parsed(*TRAINING_FIELDS["optimizer"])] = Param("str", value="adam")
+    learning_rate: Annotated[Param, _parsed(*TRAINING_FIELDS["learning_rate"])] = Param("float", value=1e-3)
+
+    def params(self) -> dict[str, Param]:
+        return {f: getattr(self, f) for f in TRAINING_FIELDS}
+
+    @model_validator(mode="after")
+    def _conditions(self) -> TrainingSpec:
+        check_scope(self.params(), TRAINING_FIELDS, "")
+        return self
+
+
+class MeasureSpec(_Spec):
+    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        default_factory=lambda: [64],
+        min_length=1,
+        description="inference batch sizes; the first is the objective",
+    )
+    latency: bool = Field(True, description="also measure latency (ms, p50 and p95) at batch 1")
+    rounds: int = Field(5, ge=3, le=100, description="timed rounds; the median is reported")
+    round_seconds: float = Field(0.2, gt=0, le=60, description="target length of one timed round")
+    max_spread: float = Field(0.10, gt=0, le=1, description="relative spread above which to re-measure")
+
+
+PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+COMPUTE_FIELDS: dict[str, tuple[Kind, Check | None]] = {"precision": ("str", one_of(PRECISIONS)), "xla": ("bool", None)}
+COMPUTE_DEFAULTS: dict[str, Any] = {"precision": "float32", "xla": False}
+
+
+class ComputeSpec(_Spec):
+    precision: Annotated[Param, _parsed(*COMPUTE_FIELDS["precision"])] = Param("str", value="float32")
+    xla: Annotated[Param, _parsed(*COMPUTE_FIELDS["xla"])] = Param("bool", value=False)
+
+    def params(self) -> dict[str, Param]:
+        return {f: getattr(self, f) for f in COMPUTE_FIELDS}
+
+    @model_validator(mode="after")
+    def _conditions(self) -> ComputeSpec:
+        check_scope(self.params(), COMPUTE_FIELDS, "")
+        return self
+
+
+class ConstraintsSpec(_Spec):
+    """Limits a candidate must meet; static ones (params, FLOPs, size) are checked right after
+    sampling, before a model is built, measured ones before training."""
+
+    max_params: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
+    max_flops: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
+    max_model_size: Annotated[
+        int | None, BeforeValidator(parse_bytes), Field(ge=1, description="bytes of float32 weights; 4MB, 3.5MiB")
+    ] = None
+    max_latency_ms: float | None = Field(None, gt=0)
+    min_throughput: float | None = Field(None, gt=0)
+
+
+class SearchSpec(_Spec):
+    sampler: Literal["tpe", "nsga2", "gp", "random"] = "tpe"
+    trials: int = Field(20, ge=1, le=1_000_000)
+    seed: int = 0
+
+
+OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
+    "accuracy": "maximize",  # of the deployable form: after pruning and quantization
+    "throughput": "maximize",  # images/s of the Keras model on this device
+    "model_size": "minimize",  # bytes: the TFLite file when trials convert, else float32 weights
+    "tflite_latency": "minimize",  # ms at batch 1 in the LiteRT interpreter
+}
+
+
+DEFAULT_OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {"accuracy": "maximize", "throughput": "maximize"}
+
+
+class SpaceSpec(_Spec):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    dataset: DatasetSpec = DatasetSpec()
+    model: ModelSpec
+    training: TrainingSpec = TrainingSpec()
+    objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
+    compute: ComputeSpec = ComputeSpec()
+    constraints: ConstraintsSpec = ConstraintsSpec()
+    compression: CompressionSpec = CompressionSpec()
+    measure: MeasureSpec = MeasureSpec()
+    search: SearchSpec = SearchSpec()
+
+    @field_validator("objectives")
+    @classmethod
+    def _known_objectives(
+        cls, value: dict[str, Literal["maximize", "minimize"]]
+    ) -> dict[str, Literal["maximize", "minimize"]]:
+        if not value:
+            raise ValueError("at least one objective is needed")
+        for name, direction in value.items():
+            if name not in OBJECTIVES:
+                raise ValueError(f"unknown objective '{name}' (available: {', '.join(OBJECTIVES)})")
+            if direction != OBJECTIVES[name]:
+                raise ValueError(f"objective '{name}' can only be {OBJECTIVES[name]}d")
+        return value
+
+    @model_validator(mode="after")
+    def _classes_agree(self) -> SpaceSpec:
+        classes, names = self.model.num_classes, self.dataset.classes
+        if classes is not None and names is not None and classes != len(names):
+            raise ValueError(f"model.num_classes: {classes}, but dataset.classes names {len(names)}")
+        if classes is not None and self.dataset.source == "digits" and classes != 10:
+            raise ValueError(f"model.num_classes: {classes}, but the digits have 10 classes")
+        return self

@@ -1,0 +1,36 @@
+"""Training a candidate: the loop, precision policy, pruning and compressed training."""
+
+from typing import TYPE_CHECKING
+
+from nas._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from nas.search.training.compressed import train_compressed as train_compressed
+    from nas.search.training.precision import precision_policy as precision_policy
+    from nas.search.training.pruning import n_m_mask as n_m_mask
+    from nas.search.training.pruning import prunable_kernels as prunable_kernels
+    from nas.search.training.pruning import sparsity_report as sparsity_report
+    from nas.search.training.train import TrainingDiverged as TrainingDiverged
+    from nas.search.training.train import make_optimizer as make_optimizer
+    from nas.search.training.train import train_and_evaluate as train_and_evaluate
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "compressed": ["train_compressed"],
+        "precision": ["precision_policy"],
+        "pruning": ["n_m_mask", "prunable_kernels", "sparsity_report"],
+        "train": ["TrainingDiverged", "make_optimizer", "train_and_evaluate"],
+    },
+)
+
+__all__ = [
+    "TrainingDiverged",
+    "make_optimizer",
+    "n_m_mask",
+    "precision_policy",
+    "prunable_kernels",
+    "sparsity_report",
+    "train_and_evaluate",
+    "train_compressed",
+]
