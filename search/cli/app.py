@@ -12,6 +12,7 @@ import typer
 from nas.errors import NasError, SearchInterrupted
 from nas.search.cli.console import err, out
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
+from nas.search.records import PipeEvent, StoppedBy
 
 app = typer.Typer(
     name="nas",
@@ -117,7 +118,7 @@ def search(
     _report_end(options, stopped_by, finished, budget, show_front=True)
 
 
-def _report_end(options: Any, stopped_by: str, finished: int, budget: int, *, show_front: bool) -> None:
+def _report_end(options: Any, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
     """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
     for a runaway of failures, so scripts can tell."""
     from nas.search.engine import load_existing_study
@@ -130,20 +131,20 @@ def _report_end(options: Any, stopped_by: str, finished: int, budget: int, *, sh
         if records:
             title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
             show_pareto(records, objective_names(loaded), title)
-    if stopped_by == "failures":
+    if stopped_by == StoppedBy.FAILURES:
         raise NasError(
             f"stopped after {options.max_consecutive_failures} failed trials in a row; "
             "see fail_reason of the last trials (`nas pareto` / `optuna trials`) or run with --debug"
         )
-    if stopped_by == "timeout":
+    if stopped_by == StoppedBy.TIMEOUT:
         err.print(f"Timeout reached: {finished} of {budget} trials finished; run again to continue.")
-    if stopped_by == "interrupted":
+    if stopped_by == StoppedBy.INTERRUPTED:
         err.print(
             f"Stopped: {finished} of {budget} trials finished and saved, none left running. "
             "Run the same command again to resume."
         )
         raise typer.Exit(130)
-    if stopped_by == "crashed":
+    if stopped_by == StoppedBy.CRASHED:
         raise NasError(f"every worker ended before the budget ({finished} of {budget} finished); see the lines above")
 
 
@@ -195,7 +196,7 @@ def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_aft
         joined, LiveSearchView(err, objectives), worker_index=index, recycle_after=recycle_after or None
     )
     _report_end(joined.options, outcome.stopped_by, outcome.finished, outcome.budget, show_front=False)
-    if outcome.stopped_by == "recycle":
+    if outcome.stopped_by == StoppedBy.RECYCLE:
         err.print(f"Recycled after {outcome.ran + outcome.failed} trials; start the worker again to continue.")
 
 
@@ -226,12 +227,14 @@ def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: 
             recycle_after=recycle_after or None,
             keep_going=lambda: not early_stop and not events.parent_gone and os.getppid() == parent,
         )
-        stopped_by = "interrupted" if early_stop and outcome.stopped_by == "orphaned" else outcome.stopped_by
-        events.send("outcome", stopped_by=stopped_by, ran=outcome.ran, failed=outcome.failed)
+        stopped_by = (
+            StoppedBy.INTERRUPTED if early_stop and outcome.stopped_by == StoppedBy.ORPHANED else outcome.stopped_by
+        )
+        events.send(PipeEvent.OUTCOME, stopped_by=stopped_by, ran=outcome.ran, failed=outcome.failed)
     except NasError as exc:
-        events.send("error", text=str(exc))
+        events.send(PipeEvent.ERROR, text=str(exc))
     except (SearchInterrupted, KeyboardInterrupt) as exc:
-        events.send("outcome", stopped_by="stopped", text=str(exc))
+        events.send(PipeEvent.OUTCOME, stopped_by=StoppedBy.STOPPED, text=str(exc))
 
 
 @app.command()

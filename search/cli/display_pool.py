@@ -16,6 +16,7 @@ from rich.text import Text
 
 from nas.search.cli.display import trial_line, trial_progress
 from nas.search.engine import TrialReport
+from nas.search.records import PipeEvent, StoppedBy
 from nas.search.workers import PoolView, Slot
 
 
@@ -68,16 +69,16 @@ class PoolLiveView(PoolView):
     def update(self, slot: Slot, event: dict[str, Any]) -> None:
         kind = event.get("event")
         who = escape(f"[w{slot.placement.index}]")
-        if kind == "trial_finished":
+        if kind == PipeEvent.TRIAL_FINISHED:
             self.pareto = event["pareto"]
             self.progress.update(self.task, completed=event["finished"])
             report = TrialReport.from_dict(event["report"])
             self.console.print(f"{who} {trial_line(report, self.objectives)}")
-        elif kind == "message":
+        elif kind == PipeEvent.MESSAGE:
             self.console.print(f"[yellow]{who} {escape(event['text'])}[/]")
-        elif kind == "spawned" and slot.started > 1:
+        elif kind == PipeEvent.SPAWNED and slot.started > 1:
             self.console.print(f"{who} new worker process {slot.pid} (process {slot.started} of this slot)")
-        elif kind == "outcome" and event.get("stopped_by") == "recycle":
+        elif kind == PipeEvent.OUTCOME and event.get("stopped_by") == StoppedBy.RECYCLE:
             self.console.print(f"{who} worker {slot.pid} exits after {event.get('ran', 0)} trials to free its memory")
 
     def stop(self) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.search.records import TrialAttr
+
 
 @dataclass(frozen=True)
 class TrialReport:
@@ -34,11 +36,11 @@ class TrialReport:
             number=trial.number,
             complete=trial.state == TrialState.COMPLETE,
             values=list(trial.values or []),
-            screened=attrs.get("screened"),
+            screened=attrs.get(TrialAttr.SCREENED),
             constraints=dict(trial.constraints),
-            fail_reason=attrs.get("fail_reason"),
-            params=attrs.get("params"),
-            flops=attrs.get("flops"),
+            fail_reason=attrs.get(TrialAttr.FAIL_REASON),
+            params=attrs.get(TrialAttr.PARAMS),
+            flops=attrs.get(TrialAttr.FLOPS),
             seconds=seconds,
         )
 

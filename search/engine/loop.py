@@ -31,6 +31,7 @@ from nas.search.engine.study import (
     worker_sampler,
 )
 from nas.search.hardware import HardwareProfiler, describe_device
+from nas.search.records import StoppedBy, StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
 from nas.storage import MeasurementCache, study_lock, with_lock_retries
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
@@ -47,8 +48,7 @@ class SearchOutcome:
     budget: int
     ran: int
     failed: int
-    # budget, timeout, failures, interrupted (first Ctrl-C), recycle, orphaned (parent died)
-    stopped_by: str
+    stopped_by: StoppedBy
 
 
 class Interrupts:
@@ -172,7 +172,7 @@ def _work(
     events.start(study.study_name, options.trials, complete)
     if complete >= options.trials:
         events.stop()
-        return SearchOutcome(study, complete, options.trials, 0, 0, "budget")
+        return SearchOutcome(study, complete, options.trials, 0, 0, StoppedBy.BUDGET)
 
     if data is None:
         data = load_dataset(space.spec.dataset, warn=events.message)
@@ -182,8 +182,8 @@ def _work(
     batch = space.spec.training.batch_size
     smallest = int(batch.value if batch.fixed else min(batch.choices) if batch.choices else batch.low or 32)
     delivery = delivery_rate(data, smallest)
-    study.set_user_attr("dataset", data.summary())
-    study.set_user_attr("pipeline", {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
+    study.set_user_attr(StudyAttr.DATASET, data.summary())
+    study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
     runner = TrialRunner(
         space,
@@ -205,7 +205,7 @@ def _work(
         events.stop()
     finished = counts(study)[0]
     if finished >= options.trials:
-        stopped_by = "budget"  # a stop request that came with the last trial changes nothing
+        stopped_by = StoppedBy.BUDGET  # a stop request that came with the last trial changes nothing
     return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
 
 
@@ -242,31 +242,31 @@ class _TrialLoop:
                 return None, False  # the rest is running elsewhere: wait for it, or for it to die
             trial = with_lock_retries(self.study.ask)
             self.storage.record_heartbeat(trial._trial_id)
-            trial.set_user_attr("worker", self.identity)
+            trial.set_user_attr(TrialAttr.WORKER, self.identity)
             return trial, False
 
-    def run(self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool]) -> str:
+    def run(self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool]) -> StoppedBy:
         started = time.monotonic()
         while True:
             for line in recover_orphans(self.study, GRACE_PERIOD_S):
                 self.events.message(line)
             if interrupts.draining:
-                return "interrupted"
+                return StoppedBy.INTERRUPTED
             if not keep_going():
-                return "orphaned"
+                return StoppedBy.ORPHANED
             if self.options.timeout is not None and time.monotonic() - started >= self.options.timeout:
-                return "timeout"
+                return StoppedBy.TIMEOUT
             if recycle_after is not None and self.ran + self.failed >= recycle_after:
-                return "recycle"
+                return StoppedBy.RECYCLE
             with interrupts.deferred():
                 trial, done = self._next_trial()
             if done:
-                return "budget"
+                return StoppedBy.BUDGET
             if trial is None:
                 time.sleep(IDLE_POLL_S)
                 continue
             if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
-                return "failures"
+                return StoppedBy.FAILURES
 
     def _retain_weights(self, front: list[optuna.trial.FrozenTrial]) -> None:
         """Delete the weights of trials that left the front; a failure here costs disk, never
@@ -292,7 +292,7 @@ class _TrialLoop:
                 outcome = self.runner.run(trial)
         except KeyboardInterrupt:
             with _no_interrupts():
-                trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
+                trial.set_user_attr(TrialAttr.FAIL_REASON, "interrupted (Ctrl-C or SIGTERM)")
                 frozen = study.tell(trial, state=TrialState.FAIL)
                 # Not the trial's fault: run it again on resume without using a retry.
                 requeue(study, frozen, count_retry=False)
@@ -300,7 +300,7 @@ class _TrialLoop:
                 f"trial {trial.number} was stopped and queued again; {counts(study)[0]} finished trials are saved."
             ) from None
         except Exception as exc:
-            trial.set_user_attr("fail_reason", describe_failure(exc))
+            trial.set_user_attr(TrialAttr.FAIL_REASON, describe_failure(exc))
             frozen = with_lock_retries(study.tell, trial, state=TrialState.FAIL)
             self.failed += 1
             self.consecutive_failures += 1

@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.engine.liveness import WorkerIdentity
+from nas.search.records import TrialAttr
 
 log = logging.getLogger("nas")
 
@@ -17,13 +18,13 @@ MAX_RETRIES = 1
 
 def requeue(study: optuna.Study, trial: FrozenTrial, *, count_retry: bool = True) -> bool:
     """Queue the trial's parameters again, at most MAX_RETRIES times per original trial."""
-    retries = int(trial.user_attrs.get("retries", 0))
+    retries = int(trial.user_attrs.get(TrialAttr.RETRIES, 0))
     if count_retry:
         if retries >= MAX_RETRIES:
             return False
         retries += 1
-    origin = trial.user_attrs.get("retry_of", trial.number)
-    study.enqueue_trial(trial.params, user_attrs={"retry_of": origin, "retries": retries})
+    origin = trial.user_attrs.get(TrialAttr.RETRY_OF, trial.number)
+    study.enqueue_trial(trial.params, user_attrs={TrialAttr.RETRY_OF: origin, TrialAttr.RETRIES: retries})
     return True
 
 
@@ -42,7 +43,7 @@ def _stale_heartbeat_ids(study: optuna.Study) -> set[int]:
 
 
 def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str | None:
-    worker = WorkerIdentity.from_attr(trial.user_attrs.get("worker"))
+    worker = WorkerIdentity.from_attr(trial.user_attrs.get(TrialAttr.WORKER))
     if worker is not None and worker.is_gone():
         return f"worker process {worker.pid} on {worker.host} ended while the trial was running"
     if trial._trial_id in stale:

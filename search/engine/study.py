@@ -15,6 +15,7 @@ from nas.errors import NasError
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.recovery import recover_orphans
 from nas.search.hardware import device_label, unsupported_precisions
+from nas.search.records import StudyAttr
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S
@@ -88,11 +89,11 @@ def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: st
     except KeyError:
         study = optuna.create_study(study_name=name, storage=storage, directions=directions)
         study.set_metric_names(names)
-        study.set_user_attr("nas_version", __version__)
-        study.set_user_attr("space_source", space.source)
-        study.set_user_attr("space", json.loads(space.fingerprint()))
+        study.set_user_attr(StudyAttr.NAS_VERSION, __version__)
+        study.set_user_attr(StudyAttr.SPACE_SOURCE, space.source)
+        study.set_user_attr(StudyAttr.SPACE, json.loads(space.fingerprint()))
         return study
-    stored = study.user_attrs.get("space")
+    stored = study.user_attrs.get(StudyAttr.SPACE)
     if stored is None:
         raise NasError(f"study '{name}' exists but was not created by nas; choose another --study name")
     if json.dumps(stored, sort_keys=True) != space.fingerprint():
@@ -127,10 +128,10 @@ def prepare_study(
     study = open_study(space, storage, options.study_name)
     for line in recover_orphans(study, GRACE_PERIOD_S):
         events.message(line)
-    study.set_user_attr("budget", options.trials)
-    study.set_user_attr("search", options.shared())
+    study.set_user_attr(StudyAttr.BUDGET, options.trials)
+    study.set_user_attr(StudyAttr.SEARCH, options.shared())
     if space.document is not None:
-        study.set_user_attr("space_document", space.document)
+        study.set_user_attr(StudyAttr.SPACE_DOCUMENT, space.document)
     return storage, study
 
 
@@ -157,7 +158,11 @@ def join_study(url: StorageURL, name: str, timeout: float | None = None) -> Join
     storage = open_storage(url, create=False)
     study = load_existing_study(storage, name, url)
     attrs = study.user_attrs
-    document, shared, budget = attrs.get("space_document"), attrs.get("search"), attrs.get("budget")
+    document, shared, budget = (
+        attrs.get(StudyAttr.SPACE_DOCUMENT),
+        attrs.get(StudyAttr.SEARCH),
+        attrs.get(StudyAttr.BUDGET),
+    )
     if document is None or shared is None or budget is None:
         raise NasError(
             f"study '{name}' holds no space to join (made by an older nas or by hand); "

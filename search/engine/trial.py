@@ -20,6 +20,7 @@ from nas.search.data import Dataset
 from nas.search.deploy import Deployed, deploy
 from nas.search.hardware import HardwareCost, HardwareProfiler
 from nas.search.nets import NetworkPlan, build_plan, plan_network, pruned_plan, static_constraints
+from nas.search.records import TrialAttr
 from nas.search.space import ConstraintsSpec, SearchSpace
 from nas.search.training import precision_policy, sparsity_report, train_compressed
 
@@ -79,7 +80,7 @@ class TrialRunner:
         if self.delivery is None:
             return
         bound = training_rate >= INPUT_BOUND_RATIO * self.delivery
-        trial.set_user_attr("input_bound", bound)
+        trial.set_user_attr(TrialAttr.INPUT_BOUND, bound)
         if bound and not self.warned:
             self.warned = True
             self.warn(
@@ -110,7 +111,7 @@ class TrialRunner:
         for name, value in limits.items():
             trial.set_constraint(name, value)
         if self.screening and any(v > 0 for v in limits.values()):
-            trial.set_user_attr("screened", kind)
+            trial.set_user_attr(TrialAttr.SCREENED, kind)
             return True
         return False
 
@@ -122,9 +123,9 @@ class TrialRunner:
                 path = Path(tmp) / "model.keras"
                 model.save(path)
                 stored = self.weights.save(trial.study.study_name, trial.number, path)
-            trial.set_user_attr("weights_bytes", stored.bytes)
+            trial.set_user_attr(TrialAttr.WEIGHTS_BYTES, stored.bytes)
         except (OSError, SQLAlchemyError) as exc:
-            trial.set_user_attr("weights_error", str(exc)[:300])
+            trial.set_user_attr(TrialAttr.WEIGHTS_ERROR, str(exc)[:300])
             self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")
 
     def run(self, trial: optuna.Trial) -> TrialOutcome:
@@ -140,7 +141,7 @@ class TrialRunner:
             finally:
                 durations[name] = round(time.perf_counter() - t0, 4)
                 durations["total"] = round(time.perf_counter() - started, 4)
-                trial.set_user_attr("durations", durations)
+                trial.set_user_attr(TrialAttr.DURATIONS, durations)
 
         spec = self.space.spec
         model: keras.Model | None = None
@@ -151,9 +152,9 @@ class TrialRunner:
                 # Channel pruning deploys (and so measures) the cut network.
                 net = pruned_plan(net_full, candidate.sparsity) if candidate.pruning == "channel" else net_full
                 params, flops = net.params(), net.flops()
-                trial.set_user_attr("params", params)
-                trial.set_user_attr("flops", flops)
-                trial.set_user_attr("model_bytes", net.weight_bytes())
+                trial.set_user_attr(TrialAttr.PARAMS, params)
+                trial.set_user_attr(TrialAttr.FLOPS, flops)
+                trial.set_user_attr(TrialAttr.MODEL_BYTES, net.weight_bytes())
             if self._screened(trial, static_constraints(spec.constraints, net), "static"):
                 return TrialOutcome(self._values(0.0, None, net=net), "static")
             with precision_policy(candidate.precision):
@@ -168,14 +169,14 @@ class TrialRunner:
                         xla=candidate.xla,
                         need_latency=spec.constraints.max_latency_ms is not None,
                     )
-                    trial.set_user_attr("device", cost.device)
-                    trial.set_user_attr("hardware", cost.to_attr())
-                    trial.set_user_attr("throughput_spread", round(cost.primary.spread, 4))
+                    trial.set_user_attr(TrialAttr.DEVICE, cost.device)
+                    trial.set_user_attr(TrialAttr.HARDWARE, cost.to_attr())
+                    trial.set_user_attr(TrialAttr.THROUGHPUT_SPREAD, round(cost.primary.spread, 4))
                     peak = self.profiler.peak_flops(candidate.precision)
                     achieved = flops * cost.primary.images_per_s
-                    trial.set_user_attr("flops_per_s", achieved)
+                    trial.set_user_attr(TrialAttr.FLOPS_PER_S, achieved)
                     if peak:
-                        trial.set_user_attr("peak_fraction", achieved / peak)
+                        trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak)
                 if self._screened(trial, measured_constraints(spec.constraints, cost), "measured"):
                     return TrialOutcome(self._values(0.0, cost, net=net), "measured")
 
@@ -195,12 +196,14 @@ class TrialRunner:
                         augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
                         on_epoch=on_epoch,
                     )
-                    trial.set_user_attr("history", result.history)
-                    trial.set_user_attr("val_loss", result.loss)
-                    trial.set_user_attr("train_images_per_s", round(result.images_per_s, 1))
+                    trial.set_user_attr(TrialAttr.HISTORY, result.history)
+                    trial.set_user_attr(TrialAttr.VAL_LOSS, result.loss)
+                    trial.set_user_attr(TrialAttr.TRAIN_IMAGES_PER_S, round(result.images_per_s, 1))
                     self._check_input_bound(trial, result.images_per_s)
                     if candidate.pruning in ("magnitude", "n_m"):
-                        trial.set_user_attr("sparsity", sparsity_report(model, list(spec.compression.pruning.exclude)))
+                        trial.set_user_attr(
+                            TrialAttr.SPARSITY, sparsity_report(model, list(spec.compression.pruning.exclude))
+                        )
                 objectives = spec.objectives
                 with phase("deploy"), self.profiler.lock.shared():
                     deployed = deploy(
@@ -212,8 +215,8 @@ class TrialRunner:
                         threads=spec.compression.tflite_threads,
                         pruned=candidate.pruning != "none",
                     )
-                    trial.set_user_attr("deploy", deployed.to_attr())
-                    trial.set_user_attr("keras_accuracy", result.accuracy)
+                    trial.set_user_attr(TrialAttr.DEPLOY, deployed.to_attr())
+                    trial.set_user_attr(TrialAttr.KERAS_ACCURACY, result.accuracy)
                 if self.weights is not None:
                     with phase("save"):
                         self._save_weights(trial, model)

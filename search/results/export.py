@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 from nas import __version__
 from nas.errors import NasError
 from nas.search.deploy import QUANTIZABLE, ConversionError, Written
+from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import StorageURL, open_storage
 from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
@@ -91,8 +92,8 @@ def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenT
         t = by_number.get(n)
         if t is None:
             raise NasError(f"--trial {n}: study '{study.study_name}' has no trial {n}")
-        if t.state != TrialState.COMPLETE or t.user_attrs.get("screened"):
-            what = "was screened out before training" if t.user_attrs.get("screened") else f"is {t.state.name}"
+        if t.state != TrialState.COMPLETE or t.user_attrs.get(TrialAttr.SCREENED):
+            what = "was screened out before training" if t.user_attrs.get(TrialAttr.SCREENED) else f"is {t.state.name}"
             raise NasError(f"--trial {n}: trial {n} {what}; only trained trials can be exported")
         chosen.append(t)
     return chosen
@@ -205,7 +206,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
-    document = study.user_attrs.get("space_document")
+    document = study.user_attrs.get(StudyAttr.SPACE_DOCUMENT)
     if document is None:
         raise NasError(f"study '{req.study}' holds no space (made by an older nas); run `nas search` on it once")
     space = space_from_dict(document, f"study '{req.study}'")
@@ -221,7 +222,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     data = load_dataset(space.spec.dataset, warn=say)
     x_val = data.x_val.astype(np.float32) / 255.0
     representative = data.x_train[:200].astype(np.float32) / 255.0
-    seed = int(study.user_attrs.get("search", {}).get("seed", 0))
+    seed = int(study.user_attrs.get(StudyAttr.SEARCH, {}).get("seed", 0))
     results = []
     for t in chosen:
         say(
@@ -286,9 +287,9 @@ def _export_one(
         "parameters": t.params,
         "objectives": dict(zip(names, t.values, strict=True)),
         "constraints": t.constraints,
-        "params": t.user_attrs.get("params"),
-        "flops": t.user_attrs.get("flops"),
-        "measured_on": t.user_attrs.get("device"),
+        "params": t.user_attrs.get(TrialAttr.PARAMS),
+        "flops": t.user_attrs.get(TrialAttr.FLOPS),
+        "measured_on": t.user_attrs.get(TrialAttr.DEVICE),
         "retrained_on_full_data": req.retrain_full,
     }
     reference = model.predict(x_val, verbose=0)

@@ -10,6 +10,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.search.records import TrialAttr
+
 
 def objective_names(study: optuna.Study) -> list[str]:
     return study.metric_names or [f"objective{i}" for i in range(len(study.directions))]
@@ -19,17 +21,17 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     attrs = trial.user_attrs
     record: dict[str, Any] = {"trial": trial.number}
     record.update(zip(objective_names(study), trial.values or [], strict=False))
-    latency = (attrs.get("hardware") or {}).get("latency") or {}
+    latency = (attrs.get(TrialAttr.HARDWARE) or {}).get("latency") or {}
     record.update(
-        params=attrs.get("params"),
-        flops=attrs.get("flops"),
-        throughput_spread=attrs.get("throughput_spread"),
+        params=attrs.get(TrialAttr.PARAMS),
+        flops=attrs.get(TrialAttr.FLOPS),
+        throughput_spread=attrs.get(TrialAttr.THROUGHPUT_SPREAD),
         latency_p50_ms=latency.get("p50_ms"),
         latency_p95_ms=latency.get("p95_ms"),
-        flops_per_s=attrs.get("flops_per_s"),
-        peak_fraction=attrs.get("peak_fraction"),
-        device=(attrs.get("device") or {}).get("name"),
-        train_seconds=(attrs.get("durations") or {}).get("train"),
+        flops_per_s=attrs.get(TrialAttr.FLOPS_PER_S),
+        peak_fraction=attrs.get(TrialAttr.PEAK_FRACTION),
+        device=(attrs.get(TrialAttr.DEVICE) or {}).get("name"),
+        train_seconds=(attrs.get(TrialAttr.DURATIONS) or {}).get("train"),
         parameters=dict(trial.params),
     )
     return record

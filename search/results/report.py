@@ -17,6 +17,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.search.records import TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 
 # Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
@@ -24,7 +25,7 @@ LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
 
 
 def _feasible(t: FrozenTrial) -> bool:
-    return all(v <= 0 for v in t.constraints.values()) and not t.user_attrs.get("screened")
+    return all(v <= 0 for v in t.constraints.values()) and not t.user_attrs.get(TrialAttr.SCREENED)
 
 
 def _names(study: optuna.Study) -> list[str]:
@@ -158,7 +159,7 @@ def learning_curves_figure(study: optuna.Study) -> Any | None:
 
     fig = go.Figure()
     for t in sorted(study.best_trials, key=lambda t: t.number):
-        curve = (t.user_attrs.get("history") or {}).get("val_accuracy")
+        curve = (t.user_attrs.get(TrialAttr.HISTORY) or {}).get("val_accuracy")
         if curve:
             fig.add_trace(
                 go.Scatter(x=list(range(1, len(curve) + 1)), y=curve, mode="lines+markers", name=f"trial {t.number}")
@@ -182,12 +183,12 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         if t.state == TrialState.COMPLETE:
             row["state"] = "front" if t.number in front else "infeasible" if not _feasible(t) else "dominated"
             row.update(zip(_names(study), t.values, strict=True))
-        row["params"] = t.user_attrs.get("params")
-        row["FLOPs"] = t.user_attrs.get("flops")
-        row["seconds"] = (t.user_attrs.get("durations") or {}).get("total")
+        row["params"] = t.user_attrs.get(TrialAttr.PARAMS)
+        row["FLOPs"] = t.user_attrs.get(TrialAttr.FLOPS)
+        row["seconds"] = (t.user_attrs.get(TrialAttr.DURATIONS) or {}).get("total")
         row.update(t.params)
         if t.state == TrialState.FAIL:
-            row["fail_reason"] = t.user_attrs.get("fail_reason")
+            row["fail_reason"] = t.user_attrs.get(TrialAttr.FAIL_REASON)
         rows.append(row)
     return rows
 

@@ -9,6 +9,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
+from nas.search.records import StudyAttr, TrialAttr
 from nas.storage import CacheStats, MeasurementCache
 
 
@@ -22,12 +23,12 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         accuracy = names.index("accuracy") if "accuracy" in names else None
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
-        screened = sum(1 for t in done if t.user_attrs.get("screened"))
+        screened = sum(1 for t in done if t.user_attrs.get(TrialAttr.SCREENED))
         rows.append(
             {
                 "study": summary.study_name,
                 "finished": states[TrialState.COMPLETE],
-                "budget": study.user_attrs.get("budget"),
+                "budget": study.user_attrs.get(StudyAttr.BUDGET),
                 "running": states[TrialState.RUNNING],
                 "failed": states[TrialState.FAIL],
                 "screened": screened,

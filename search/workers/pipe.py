@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from nas.search.engine import SearchEvents, TrialReport
+from nas.search.records import PipeEvent
 
 
 class PipeEvents(SearchEvents):
@@ -26,16 +27,16 @@ class PipeEvents(SearchEvents):
             self.parent_gone = True
 
     def message(self, text: str) -> None:
-        self.send("message", text=text)
+        self.send(PipeEvent.MESSAGE, text=text)
 
     def start(self, study_name: str, budget: int, finished: int) -> None:
-        self.send("start", study=study_name, budget=budget, finished=finished)
+        self.send(PipeEvent.START, study=study_name, budget=budget, finished=finished)
 
     def trial_started(self, number: int) -> None:
-        self.send("trial_started", number=number)
+        self.send(PipeEvent.TRIAL_STARTED, number=number)
 
     def phase(self, text: str) -> None:
-        self.send("phase", text=text)
+        self.send(PipeEvent.PHASE, text=text)
 
     def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None:
-        self.send("trial_finished", report=report.to_dict(), finished=finished, pareto=pareto_size)
+        self.send(PipeEvent.TRIAL_FINISHED, report=report.to_dict(), finished=finished, pareto=pareto_size)

@@ -35,6 +35,7 @@ from nas.search.engine import (
     recover_orphans,
     restrict_to_device,
 )
+from nas.search.records import PipeEvent, StoppedBy
 from nas.search.space import SearchSpace
 from nas.search.workers.placement import Placement
 from nas.storage.engine import GRACE_PERIOD_S
@@ -93,7 +94,7 @@ class PoolOutcome:
     budget: int
     ran: int
     failed: int
-    stopped_by: str
+    stopped_by: StoppedBy
 
 
 class WorkerPool:
@@ -149,7 +150,7 @@ class WorkerPool:
         assert process.stderr is not None
         threading.Thread(target=self._read_events, args=(slot, read_fd), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(slot, process.stderr), daemon=True).start()
-        self.view.update(slot, {"event": "spawned"})
+        self.view.update(slot, {"event": PipeEvent.SPAWNED})
 
     def _read_events(self, slot: Slot, fd: int) -> None:
         with os.fdopen(fd, encoding="utf-8") as pipe:
@@ -158,14 +159,14 @@ class WorkerPool:
                     self.events.put((slot, json.loads(line)))
                 except json.JSONDecodeError:
                     slot.stderr.append(line.rstrip())
-        self.events.put((slot, {"event": "eof"}))
+        self.events.put((slot, {"event": PipeEvent.EOF}))
 
     def _read_stderr(self, slot: Slot, stream: IO[bytes]) -> None:
         for raw in stream:
             line = raw.decode(errors="replace").rstrip()
             slot.stderr.append(line)
             if self.debug:
-                self.events.put((slot, {"event": "message", "text": line}))
+                self.events.put((slot, {"event": PipeEvent.MESSAGE, "text": line}))
 
     def _signal_all(self, signum: int) -> None:
         for slot in self.slots:
@@ -190,23 +191,23 @@ class WorkerPool:
     # --- events ------------------------------------------------------------------------
     def _handle(self, slot: Slot, event: dict[str, Any]) -> None:
         kind = event.get("event")
-        if kind == "eof":
+        if kind == PipeEvent.EOF:
             slot.eof = True
             return
-        if kind == "trial_started":
+        if kind == PipeEvent.TRIAL_STARTED:
             slot.trial, slot.phase = event["number"], "starting"
-        elif kind == "phase":
+        elif kind == PipeEvent.PHASE:
             slot.phase = event["text"]
-        elif kind == "trial_finished":
+        elif kind == PipeEvent.TRIAL_FINISHED:
             if event["report"]["complete"]:
                 slot.done += 1
                 slot.crashes = 0
             else:
                 slot.failed += 1
             slot.trial, slot.phase = None, "idle"
-        elif kind == "outcome":
+        elif kind == PipeEvent.OUTCOME:
             slot.outcome = event
-        elif kind == "error":
+        elif kind == PipeEvent.ERROR:
             slot.error = event["text"]
         self.view.update(slot, event)
 
@@ -219,9 +220,9 @@ class WorkerPool:
             self._stop_others(f"worker {slot.placement.index}: {slot.error}")
             slot.process = None
             return
-        if stopped_by == "failures":
+        if stopped_by == StoppedBy.FAILURES:
             self._stop_others("a worker stopped after too many failed trials in a row")
-        if stopped_by == "recycle" and not self.stopping:
+        if stopped_by == StoppedBy.RECYCLE and not self.stopping:
             self._start(slot)
             return
         if stopped_by is None:
@@ -254,7 +255,7 @@ class WorkerPool:
         self.view.start(study.study_name, self.options.trials, finished, self.slots)
         if finished >= self.options.trials:
             self.view.stop()
-            return PoolOutcome(finished, self.options.trials, 0, 0, "budget")
+            return PoolOutcome(finished, self.options.trials, 0, 0, StoppedBy.BUDGET)
         previous = signal.signal(signal.SIGINT, self._on_sigint), signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             for slot in self.slots:
@@ -286,19 +287,19 @@ class WorkerPool:
         if errors:
             raise NasError(errors[0])
         reasons = {(s.outcome or {}).get("stopped_by") for s in self.slots}
-        if "stopped" in reasons:
+        if StoppedBy.STOPPED in reasons:
             queued = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
             raise SearchInterrupted(
                 f"running trials were stopped and queued again ({queued} queued); {finished} finished trials are saved."
             )
-        if "failures" in reasons:
-            stopped_by = "failures"
+        if StoppedBy.FAILURES in reasons:
+            stopped_by = StoppedBy.FAILURES
         elif finished >= self.options.trials:
-            stopped_by = "budget"
+            stopped_by = StoppedBy.BUDGET
         elif self.interrupts:
-            stopped_by = "interrupted"
-        elif "timeout" in reasons:
-            stopped_by = "timeout"
+            stopped_by = StoppedBy.INTERRUPTED
+        elif StoppedBy.TIMEOUT in reasons:
+            stopped_by = StoppedBy.TIMEOUT
         else:
-            stopped_by = "crashed"
+            stopped_by = StoppedBy.CRASHED
         return PoolOutcome(finished, self.options.trials, ran, failed, stopped_by)

@@ -1,0 +1,87 @@
+"""Every name nas stores or sends, declared once: the study's and each trial's attribute keys
+(Optuna user attributes, so `optuna`, optuna-dashboard and SQL read them too), why a search
+loop stopped, why a trial stopped early, and the events a worker process sends its parent.
+
+The values are the stored strings: renaming one breaks every study made before, so add, never
+rename. `StrEnum` members are `str`, so they go into Optuna and JSON as they are.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class StudyAttr(StrEnum):
+    """Study user attributes, written when a study is created or a search (re)starts."""
+
+    NAS_VERSION = "nas_version"  # version of nas that created the study
+    SPACE = "space"  # the space's fingerprint (canonical JSON); a resumed search must match it
+    SPACE_SOURCE = "space_source"  # the file or preset the space came from
+    SPACE_DOCUMENT = "space_document"  # the whole space file, so `nas worker` can rebuild it
+    BUDGET = "budget"  # total finished trials the study aims for (--trials)
+    SEARCH = "search"  # the options every worker must share (sampler, seed, screening, ...)
+    DATASET = "dataset"  # summary of the dataset (source, sizes, classes, image shape)
+    PIPELINE = "pipeline"  # images/s the input pipeline delivers, and at which batch size
+
+
+class TrialAttr(StrEnum):
+    """Trial user attributes. A trial is COMPLETE, FAIL (with FAIL_REASON) or WAITING (queued)."""
+
+    WORKER = "worker"  # host, pid, process start; a pool worker's index, cores, threads, GPUs seen
+    DURATIONS = "durations"  # seconds per phase (plan, build, measure, train, deploy, save) and total
+    PARAMS = "params"  # parameters of the deployed network
+    FLOPS = "flops"  # 2 x multiply-accumulates of its conv and dense layers, per image
+    MODEL_BYTES = "model_bytes"  # float32 weight bytes of the planned network
+    SCREENED = "screened"  # a Screened value: rejected by a constraint before training
+    DEVICE = "device"  # the device the figures were measured on (name, versions)
+    HARDWARE = "hardware"  # throughput (every round, spread, warm-up) and latency measurements
+    THROUGHPUT_SPREAD = "throughput_spread"  # interquartile spread of the throughput rounds
+    FLOPS_PER_S = "flops_per_s"  # FLOPs x measured images/s
+    PEAK_FRACTION = "peak_fraction"  # FLOPS_PER_S over the device's peak, where the peak is known
+    HISTORY = "history"  # loss and accuracy per epoch
+    VAL_LOSS = "val_loss"  # final validation loss
+    TRAIN_IMAGES_PER_S = "train_images_per_s"  # training speed
+    INPUT_BOUND = "input_bound"  # training ran near the input pipeline's delivery rate
+    SPARSITY = "sparsity"  # achieved sparsity per pruned layer
+    DEPLOY = "deploy"  # the deployed form: quantization, size, accuracy, latency
+    KERAS_ACCURACY = "keras_accuracy"  # accuracy of the trained Keras model before conversion
+    WEIGHTS_BYTES = "weights_bytes"  # size of the stored trained model
+    WEIGHTS_ERROR = "weights_error"  # why the trained model could not be stored
+    FAIL_REASON = "fail_reason"  # one line: why the trial failed
+    RETRY_OF = "retry_of"  # on a queued retry: the number of the trial it repeats
+    RETRIES = "retries"  # on a queued retry: how many retries of the original trial so far
+
+
+class Screened(StrEnum):
+    """Which constraint check rejected a trial before training."""
+
+    STATIC = "static"  # on the plan: params, FLOPs, model size
+    MEASURED = "measured"  # on the measured device: latency, throughput
+
+
+class StoppedBy(StrEnum):
+    """Why a search loop (one process) or a pool of them stopped."""
+
+    BUDGET = "budget"  # the study's budget of finished trials is complete
+    TIMEOUT = "timeout"  # --timeout passed; no new trial started
+    FAILURES = "failures"  # --max-consecutive-failures trials failed in a row
+    INTERRUPTED = "interrupted"  # first Ctrl-C: the running trial finished, nothing new started
+    RECYCLE = "recycle"  # a pool worker ran --recycle-after trials and is replaced
+    ORPHANED = "orphaned"  # a pool worker's parent died
+    STOPPED = "stopped"  # a pool worker was stopped at once (second Ctrl-C, SIGTERM)
+    CRASHED = "crashed"  # pool workers kept dying without saying why
+
+
+class PipeEvent(StrEnum):
+    """Events a pool worker sends its parent as JSON lines, {"event": ..., payload}."""
+
+    MESSAGE = "message"  # text: a line for the log
+    START = "start"  # study, budget, finished
+    TRIAL_STARTED = "trial_started"  # number
+    PHASE = "phase"  # text: the running trial's phase
+    TRIAL_FINISHED = "trial_finished"  # report (TrialReport as a dict), finished, pareto
+    OUTCOME = "outcome"  # stopped_by (a StoppedBy), ran, failed; text when stopped
+    ERROR = "error"  # text: bad input the worker found (the pool stops)
+    # Made by the parent itself, never sent:
+    SPAWNED = "spawned"  # the worker process started
+    EOF = "eof"  # the worker closed its pipe
