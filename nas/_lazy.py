@@ -1,10 +1,11 @@
 """Package surfaces that load a submodule only when one of its names is first used.
 
-The rooms of `nas.search` that hold TensorFlow code (nets, training, hardware, deploy, engine,
-results) also hold modules that must load without it: the network plan behind `nas space`,
-the study a pool's parent opens. An eager `__init__` would pull TensorFlow into both, so those
-rooms export through a module `__getattr__` (PEP 562); each lists its names once more under
-TYPE_CHECKING for type checkers, which cannot follow `__getattr__`.
+A room of `nas.search` holds modules of very different weight: nets has the TF-free network
+plan behind `nas space` beside the Keras builder, engine the study a pool's parent opens beside
+the trial runner, data the source checks beside the loader that needs scikit-learn. An eager
+`__init__` would load all of a room for any one name, so each room exports through a module
+`__getattr__` (PEP 562) and a name costs only its own module; each lists its names once more
+under TYPE_CHECKING for type checkers, which cannot follow `__getattr__`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,11 @@ from typing import Any
 import optuna
 
 from nas.errors import NasError
-from nas.search.engine import SearchEvents, TrialReport
+from nas.search import runtime
+from nas.search.engine import SearchEvents, SearchOptions, TrialReport, load_existing_study
+from nas.search.results import pareto_records
+from nas.search.space import load_space, space_from_dict
+from nas.storage import open_storage, resolve_storage_url
 
 __all__ = ["NasError", "Study", "load", "search"]
 
@@ -47,15 +51,12 @@ class Study:
     storage: str  # the URL as given (may hold a password; never printed by nas)
 
     def _url(self) -> Any:
-        from nas.storage import resolve_storage_url
 
         return resolve_storage_url(self.storage)
 
     @property
     def optuna(self) -> optuna.Study:
         """The underlying Optuna study (metric names set; every trial attribute there)."""
-        from nas.search.engine import load_existing_study
-        from nas.storage import open_storage
 
         url = self._url()
         return load_existing_study(open_storage(url, create=False), self.name, url)
@@ -63,7 +64,6 @@ class Study:
     def pareto(self) -> list[dict[str, Any]]:
         """The feasible Pareto front as records (objectives, params, FLOPs, device figures,
         parameters), the same as `nas pareto --format json`."""
-        from nas.search.results import pareto_records
 
         return pareto_records(self.optuna)
 
@@ -143,10 +143,6 @@ def search(
     `space` is a space file, a preset name, or a mapping with the keys of a space file;
     defaults come from the space as on the command line. `on_trial` is called with each
     finished trial's report."""
-    from nas.search import runtime
-    from nas.search.engine import SearchOptions
-    from nas.search.space import load_space, space_from_dict
-    from nas.storage import resolve_storage_url
 
     runtime.set_debug(False)
     loaded = space_from_dict(dict(space), "<dict>") if isinstance(space, Mapping) else load_space(str(space))
@@ -171,7 +167,6 @@ def search(
 
 def load(study: str, storage: str | None = None) -> Study:
     """A study made by `nas search` (or `search()`); raises NasError if it is not there."""
-    from nas.storage import resolve_storage_url
 
     found = Study(study, resolve_storage_url(storage).raw)
     found.optuna  # noqa: B018 - fail here, with the list of studies, rather than on first use

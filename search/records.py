@@ -85,3 +85,39 @@ class PipeEvent(StrEnum):
     # Made by the parent itself, never sent:
     SPAWNED = "spawned"  # the worker process started
     EOF = "eof"  # the worker closed its pipe
+
+
+class SamplerName(StrEnum):
+    """Optuna samplers a search can use (`--sampler`, `search.sampler`), stored in the study."""
+
+    TPE = "tpe"
+    NSGA2 = "nsga2"
+    GP = "gp"
+    RANDOM = "random"
+
+
+class QuantizeMode(StrEnum):
+    """Post-training quantization: a searchable knob (`compression.quantization`) and an
+    export option (`nas export --quantize`)."""
+
+    NONE = "none"
+    DYNAMIC = "dynamic"
+    FLOAT16 = "float16"
+    INT8 = "int8"
+
+
+class ExportFormat(StrEnum):
+    """What `nas export` writes; the manifest records it per trial."""
+
+    KERAS = "keras"
+    SAVEDMODEL = "savedmodel"
+    TFLITE = "tflite"
+    ONNX = "onnx"
+    TFTRT = "tftrt"
+    TENSORRT = "tensorrt"
+
+
+def choices(vocabulary: type[StrEnum]) -> str:
+    """'a, b, c or d': the values of an enum for an error message."""
+    values = [member.value for member in vocabulary]
+    return ", ".join(values[:-1]) + " or " + values[-1]

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+import optuna
+
 # How a pool's parent tells a worker process where it runs (set by workers.placement, read
 # here before TensorFlow starts).
 ENV_INDEX = "NAS_WORKER_INDEX"
@@ -39,8 +41,6 @@ def set_debug(debug: bool) -> None:
         os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
     logging.getLogger("optuna").setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
-        import optuna
-
         # Optuna marks heartbeats and set_metric_names as experimental, and warns that
         # heartbeats are meant for optimize(): we drive them ourselves, on purpose (worker.py).
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

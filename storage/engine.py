@@ -37,7 +37,7 @@ def _prepare_sqlite(url: StorageURL, create: bool) -> None:
         return
     if not path.exists():
         if not create:
-            raise NasError(f"no database at {path} (run `nas search` first, or pass --storage / set NAS_STORAGE)")
+            raise NasError(f"no database at {path} (run `nas search` first, or pass {{storage}} / set NAS_STORAGE)")
         if not path.parent.exists():
             raise NasError(f"storage '{url}': folder {path.parent} does not exist")
     try:

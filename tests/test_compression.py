@@ -17,9 +17,9 @@ from nas.search import runtime
 runtime.import_tensorflow()
 import keras
 
+from nas.errors import ConversionError
 from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import (
-    ConversionError,
     deploy,
     write_tflite,
 )

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from nas.errors import NasError, SearchInterrupted
-from nas.search.cli.console import err, out
+from nas.search.cli.console import err, message, out
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
-from nas.search.records import PipeEvent, StoppedBy
+from nas.search.records import PipeEvent, SamplerName, StoppedBy
 
 app = typer.Typer(
     name="nas",
@@ -21,13 +21,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Sampler(StrEnum):
-    tpe = "tpe"
-    nsga2 = "nsga2"
-    gp = "gp"
-    random = "random"
 
 
 class Format(StrEnum):
@@ -45,7 +38,7 @@ def search(
         int | None, typer.Option(min=1, help="Total budget of finished trials (default: the space's).")
     ] = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
-    sampler: Annotated[Sampler | None, typer.Option(help="Sampler (default: the space's).")] = None,
+    sampler: Annotated[SamplerName | None, typer.Option(help="Sampler (default: the space's).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampler seed (default: the space's).")] = None,
     cache: Annotated[bool, typer.Option(help="Reuse earlier measurements of the same network on this device.")] = True,
     screening: Annotated[
@@ -232,9 +225,9 @@ def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: 
         )
         events.send(PipeEvent.OUTCOME, stopped_by=stopped_by, ran=outcome.ran, failed=outcome.failed)
     except NasError as exc:
-        events.send(PipeEvent.ERROR, text=str(exc))
+        events.send(PipeEvent.ERROR, text=message(exc))
     except (SearchInterrupted, KeyboardInterrupt) as exc:
-        events.send(PipeEvent.OUTCOME, stopped_by=StoppedBy.STOPPED, text=str(exc))
+        events.send(PipeEvent.OUTCOME, stopped_by=StoppedBy.STOPPED, text=message(exc))
 
 
 @app.command()
@@ -363,7 +356,7 @@ def main() -> None:
     except NasError as exc:
         if debug:
             err.print_exception()
-        err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"Error: {message(exc)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

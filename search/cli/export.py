@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from nas.search.cli.console import err, out
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
-
-
-class ExportFormat(StrEnum):
-    keras = "keras"
-    savedmodel = "savedmodel"
-    tflite = "tflite"
-    onnx = "onnx"
-    tftrt = "tftrt"
-    tensorrt = "tensorrt"
-
-
-class Quantize(StrEnum):
-    none = "none"
-    dynamic = "dynamic"
-    float16 = "float16"
-    int8 = "int8"
+from nas.search.records import ExportFormat, QuantizeMode
 
 
 def export(
@@ -34,8 +18,8 @@ def export(
     trial: Annotated[
         list[int] | None, typer.Option("--trial", help="Trial number (repeatable; default: the Pareto front).")
     ] = None,
-    quantize: Annotated[Quantize, typer.Option(help="Post-training quantization (tflite, tftrt, tensorrt).")] = (
-        Quantize.none
+    quantize: Annotated[QuantizeMode, typer.Option(help="Post-training quantization (tflite, tftrt, tensorrt).")] = (
+        QuantizeMode.NONE
     ),
     retrain_full: Annotated[
         bool, typer.Option("--retrain-full", help="Train again on training + validation data first.")

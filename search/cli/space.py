@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from nas.search.cli.console import out
+from nas.search.cli.console import message, out
 from nas.search.space import human
 
 space_app = typer.Typer(help="Check and inspect a space file without training anything.", no_args_is_help=True)
@@ -55,7 +55,7 @@ def validate(
     try:
         classes, channels = output_shape(loaded.spec)
     except Exception as exc:
-        out.print(f"{line}; networks not probed ({exc})", highlight=False, soft_wrap=True)
+        out.print(f"{line}; networks not probed ({message(exc)})", highlight=False, soft_wrap=True)
         return
     found = probe(loaded, classes, channels)
     s = found.summary()
@@ -111,7 +111,7 @@ def show(
         else:
             report["candidates"] = probe(loaded, classes, channels).summary()
     except Exception as exc:
-        note = str(exc)
+        note = message(exc)
         report["note"] = note
     if format == ShowFormat.json:
         print(json.dumps(report, indent=2, default=str))

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from nas.errors import NasError
+from nas.search.data.sources import read_source, to_uint8_images
+from nas.search.runtime import import_tensorflow
 from nas.search.space import DatasetSpec
 
 log = logging.getLogger("nas")
@@ -70,6 +72,8 @@ def cache_dir() -> Path:
 
 def _split(x: np.ndarray, y: np.ndarray, spec: DatasetSpec) -> tuple[np.ndarray, ...]:
     """Stratified and seeded where every class has two images; plain seeded otherwise."""
+    # scikit-learn takes about 2 s to import: commands and processes that never load data (the
+    # CLI's start, a pool's parent) must not pay for it, so it is imported where it is used.
     from sklearn.model_selection import train_test_split
 
     stratify = y if np.bincount(y).min(initial=2) >= 2 else None
@@ -84,8 +88,6 @@ def _split(x: np.ndarray, y: np.ndarray, spec: DatasetSpec) -> tuple[np.ndarray,
 
 def _digits(spec: DatasetSpec) -> Dataset:
     from sklearn.datasets import load_digits
-
-    from nas.search.data.sources import to_uint8_images
 
     digits = load_digits()
     x = np.round(digits.images * (255 / 16)).astype(np.uint8)[..., np.newaxis]
@@ -111,7 +113,6 @@ def _cache_key(spec: DatasetSpec) -> str:
 
 
 def _decode(spec: DatasetSpec) -> tuple[dict[str, np.ndarray], tuple[str, ...], dict[str, Any]]:
-    from nas.search.data.sources import read_source
 
     assert spec.path is not None
     started = time.perf_counter()
@@ -208,7 +209,6 @@ def load_dataset(spec: DatasetSpec, warn: Any = log.warning) -> Dataset:
 def pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, *, shuffle_seed: int | None) -> Any:
     """Shuffled (when seeded) batches of [0, 1] float images, prefetched. Arrays in memory are
     sliced by tf.data; memory-mapped ones are gathered batch by batch from the file."""
-    from nas.search.runtime import import_tensorflow
 
     tf = import_tensorflow()
     if isinstance(x, np.memmap):

@@ -7,7 +7,6 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.deploy.converters import QUANTIZABLE as QUANTIZABLE
-    from nas.search.deploy.converters import ConversionError as ConversionError
     from nas.search.deploy.converters import Written as Written
     from nas.search.deploy.converters import tensorrt_engine_status as tensorrt_engine_status
     from nas.search.deploy.converters import tensorrt_status as tensorrt_status
@@ -19,7 +18,6 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "converters": [
-            "ConversionError",
             "QUANTIZABLE",
             "Written",
             "tensorrt_engine_status",
@@ -32,7 +30,6 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "QUANTIZABLE",
-    "ConversionError",
     "Deployed",
     "Written",
     "deploy",

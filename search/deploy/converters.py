@@ -6,20 +6,23 @@ batch of [0, 1] float images, so parity is checked the same way for each format.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
 
-from nas.errors import NasError
+from nas.errors import ConversionError, NasError
+from nas.search.records import ExportFormat
 from nas.search.runtime import import_tensorflow, native_stderr_captured
 
 Runtime = Callable[[np.ndarray], np.ndarray]
-FLOAT_FORMATS = {"keras", "savedmodel", "onnx"}
-QUANTIZABLE = {"tflite", "tftrt", "tensorrt"}
+FLOAT_FORMATS = {ExportFormat.KERAS, ExportFormat.SAVEDMODEL, ExportFormat.ONNX}
+QUANTIZABLE = {ExportFormat.TFLITE, ExportFormat.TFTRT, ExportFormat.TENSORRT}
 ONNX_OPSET = 17
 
 
@@ -42,10 +45,10 @@ def tensorrt_status() -> str | None:
     if not tf.sysconfig.get_build_info().get("is_tensorrt_build", False):
         return (
             f"this TensorFlow {tf.__version__} build has no TensorRT (pip builds of TensorFlow 2.18 and later do not); "
-            "use --format onnx, or --format tensorrt with the tensorrt package on a GPU machine"
+            "use {format} onnx, or {format} tensorrt with the tensorrt package on a GPU machine"
         )
     if not tf.config.list_physical_devices("GPU"):
-        return "TF-TRT needs an NVIDIA GPU and none is visible; use --format onnx or savedmodel"
+        return "TF-TRT needs an NVIDIA GPU and none is visible; use {format} onnx or savedmodel"
     return None
 
 
@@ -57,7 +60,7 @@ def tensorrt_engine_status() -> str | None:
         return "the tensorrt Python package is not installed (pip install tensorrt on a machine with an NVIDIA GPU)"
     tf = import_tensorflow()
     if not tf.config.list_physical_devices("GPU"):
-        return "TensorRT needs an NVIDIA GPU and none is visible; use --format onnx and build the engine there"
+        return "TensorRT needs an NVIDIA GPU and none is visible; use {format} onnx and build the engine there"
     return None
 
 
@@ -116,7 +119,6 @@ def write_tflite(model: keras.Model, folder: Path, quantize: str, representative
 
 
 def runtime_label() -> str:
-    from importlib.metadata import version
 
     return f"ai-edge-litert {version('ai-edge-litert')} interpreter (XNNPACK)"
 
@@ -178,7 +180,7 @@ def write_tftrt(model: keras.Model, folder: Path, quantize: str, representative:
     """TF-TRT: TensorRT segments inside a SavedModel (TrtGraphConverterV2)."""
     reason = tensorrt_status()
     if reason:
-        raise NasError(f"--format tftrt: {reason}")
+        raise NasError(f"{{format}} tftrt: {reason}")
     tf = import_tensorflow()
     from tensorflow.python.compiler.tensorrt import trt_convert as trt
 
@@ -186,7 +188,7 @@ def write_tftrt(model: keras.Model, folder: Path, quantize: str, representative:
     model.export(str(staging), format="tf_saved_model", verbose=False)
     precision = {"none": "FP32", "float16": "FP16", "int8": "INT8"}.get(quantize)
     if precision is None:
-        raise NasError(f"--format tftrt takes --quantize none, float16 or int8, not {quantize}")
+        raise NasError(f"{{format}} tftrt takes {{quantize}} none, float16 or int8, not {quantize}")
     converter = trt.TrtGraphConverterV2(
         input_saved_model_dir=str(staging), precision_mode=precision, use_calibration=precision == "INT8"
     )
@@ -213,9 +215,9 @@ def write_tensorrt(model: keras.Model, folder: Path, quantize: str) -> Written:
     """A serialized TensorRT engine built from the ONNX export (FP32 or FP16)."""
     reason = tensorrt_engine_status()
     if reason:
-        raise NasError(f"--format tensorrt: {reason}")
+        raise NasError(f"{{format}} tensorrt: {reason}")
     if quantize not in ("none", "float16"):
-        raise NasError("--format tensorrt takes --quantize none or float16 (int8 needs a calibrator: use tftrt)")
+        raise NasError("{format} tensorrt takes {quantize} none or float16 (int8 needs a calibrator: use tftrt)")
     import tensorrt as trt
 
     onnx = write_onnx(model, folder)
@@ -243,11 +245,6 @@ def write_tensorrt(model: keras.Model, folder: Path, quantize: str) -> Written:
     return Written([onnx.files[0], path], label, onnx.runtime, {})
 
 
-class ConversionError(Exception):
-    """A converter refused the model; the trial's export fails with this reason, not the run."""
-
-
 def _remove_tree(path: Path) -> None:
-    import shutil
 
     shutil.rmtree(path, ignore_errors=True)

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 from nas.search.data import Dataset
+from nas.search.deploy.converters import write_tflite
 
 LATENCY_ROUNDS = 5
 LATENCY_ROUND_S = 0.1
@@ -72,14 +73,13 @@ def deploy(
     pruned: bool = False,
 ) -> Deployed:
     """Convert (when asked, or when quantizing) and score the converted model; a converter
-    failure raises exporters.ConversionError and fails the trial with its reason.
+    failure raises ConversionError and fails the trial with its reason.
 
     Without conversion nothing is read back: the size is that of the float32 variables, and
     the weights are compressed only for a pruned model, where the figure means something."""
     if not convert and quantization == "none":
         compressed = len(zlib.compress(weight_bytes(model), 9)) if pruned else None
         return Deployed(None, 4 * model.count_params(), compressed, None, False)
-    from nas.search.deploy.converters import write_tflite
 
     representative = data.x_train[:200].astype(np.float32) / 255.0
     with TemporaryDirectory(prefix="nas-tflite-") as tmp:

@@ -6,21 +6,22 @@ and `nas worker` on other machines; they coordinate only through the study's dat
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import NasError, SearchInterrupted
-from nas.search.data import Dataset
+from nas.search.data import Dataset, delivery_rate, load_dataset
 from nas.search.engine.events import SearchEvents, TrialReport
+from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
 from nas.search.engine.recovery import recover_orphans, requeue
+from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.study import (
     JoinedStudy,
     SearchOptions,
@@ -30,11 +31,14 @@ from nas.search.engine.study import (
     restrict_to_device,
     worker_sampler,
 )
+from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import HardwareProfiler, describe_device
 from nas.search.records import StoppedBy, StudyAttr, TrialAttr
+from nas.search.runtime import import_tensorflow, placement_attr
 from nas.search.space import SearchSpace
 from nas.storage import MeasurementCache, study_lock, with_lock_retries
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
+from nas.storage.weights import WeightStore, default_artifact_root
 
 # How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
 # again: to finish promptly, and to take over the trial of a worker that died.
@@ -51,76 +55,12 @@ class SearchOutcome:
     stopped_by: StoppedBy
 
 
-class Interrupts:
-    """Ctrl-C twice over: the first lets the running trial finish and starts no new one, the
-    second stops now. SIGTERM stops now. While `deferred`, stopping waits for the block's end,
-    so a trial is never left between ask() and the point where an interrupt is handled."""
-
-    def __init__(self, events: SearchEvents) -> None:
-        self.events = events
-        self.draining = False
-        self._pending = False
-        self._deferred = 0
-        self._previous: list[Any] = []
-
-    def _stop_now(self) -> None:
-        if self._deferred:
-            self._pending = True
-        else:
-            raise KeyboardInterrupt
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.draining:
-            self._stop_now()
-            return
-        self.draining = True
-        self.events.message("Stopping: the running trial will finish, no new one starts (Ctrl-C again: stop now).")
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        self._stop_now()
-
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        self._deferred += 1
-        try:
-            yield
-        finally:
-            self._deferred -= 1
-            if not self._deferred and self._pending:
-                self._pending = False
-                raise KeyboardInterrupt
-
-    def __enter__(self) -> Interrupts:
-        self._previous = [
-            signal.signal(signal.SIGINT, self._on_sigint),
-            signal.signal(signal.SIGTERM, self._on_sigterm),
-        ]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous[0])
-        signal.signal(signal.SIGTERM, self._previous[1])
-
-
-@contextlib.contextmanager
-def _no_interrupts() -> Iterator[None]:
-    """Let the bookkeeping after an interrupt finish even if Ctrl-C is pressed again."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
-
-
 def run_search(
     space: SearchSpace, options: SearchOptions, events: SearchEvents, data: Dataset | None = None
 ) -> SearchOutcome:
     """Create or resume the study and run it to its budget in this process; `data` replaces
     the space's dataset (Python callers)."""
     # Everything that can reject the input is checked before the database is touched.
-    from nas.search.data import load_dataset
-
     make_sampler(options.sampler, options.seed)
     device_space = restrict_to_device(space, describe_device(), events)
     if data is None:
@@ -163,10 +103,6 @@ def _work(
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> SearchOutcome:
-    from nas.search.data import delivery_rate, load_dataset
-    from nas.search.engine.trial import TrialRunner
-    from nas.search.runtime import import_tensorflow, placement_attr
-
     complete, _ = counts(study)
     study.sampler = worker_sampler(options.sampler, options.seed, worker_index, len(study.trials))
     events.start(study.study_name, options.trials, complete)
@@ -209,11 +145,9 @@ def _work(
     return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
 
 
-def _weight_store(storage: optuna.storages.RDBStorage, options: SearchOptions) -> Any:
+def _weight_store(storage: optuna.storages.RDBStorage, options: SearchOptions) -> WeightStore | None:
     if not options.keep_weights:
         return None
-    from nas.storage.weights import WeightStore, default_artifact_root
-
     return WeightStore(storage.engine, default_artifact_root(options.storage, options.artifacts))
 
 
@@ -222,7 +156,7 @@ class _TrialLoop:
         self,
         study: optuna.Study,
         storage: optuna.storages.RDBStorage,
-        runner: Any,
+        runner: TrialRunner,
         options: SearchOptions,
         events: SearchEvents,
         identity: dict[str, Any],
@@ -268,30 +202,24 @@ class _TrialLoop:
             if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
                 return StoppedBy.FAILURES
 
-    def _retain_weights(self, front: list[optuna.trial.FrozenTrial]) -> None:
+    def _retain_weights(self, weights: WeightStore, front: list[optuna.trial.FrozenTrial]) -> None:
         """Delete the weights of trials that left the front; a failure here costs disk, never
         the worker (the next trial's pass catches up)."""
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from nas.search.engine.retention import trials_to_keep
-
         try:
             keep = trials_to_keep(self.study, front, self.options.keep_top_k)
-            self.runner.weights.retain(self.study.study_name, keep)
+            weights.retain(self.study.study_name, keep)
         except (OSError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
             self.events.message(f"Warning: could not delete dominated trials' weights: {str(exc).splitlines()[0]}")
 
     def _run_one(self, trial: optuna.Trial) -> bool:
         """Run and record one trial; True when it failed."""
-        from nas.search.engine.trial import describe_failure
-
         study = self.study
         try:
             self.events.trial_started(trial.number)
             with Heartbeat(self.storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
                 outcome = self.runner.run(trial)
         except KeyboardInterrupt:
-            with _no_interrupts():
+            with no_interrupts():
                 trial.set_user_attr(TrialAttr.FAIL_REASON, "interrupted (Ctrl-C or SIGTERM)")
                 frozen = study.tell(trial, state=TrialState.FAIL)
                 # Not the trial's fault: run it again on resume without using a retry.
@@ -309,7 +237,7 @@ class _TrialLoop:
         frozen = with_lock_retries(study.tell, trial, outcome.values)
         front = study.best_trials  # one non-dominated sort per trial, for retention and the display
         if self.runner.weights is not None:
-            self._retain_weights(front)
+            self._retain_weights(self.runner.weights, front)
         self.ran += 1
         self.consecutive_failures = 0
         self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front))

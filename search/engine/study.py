@@ -15,7 +15,7 @@ from nas.errors import NasError
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.recovery import recover_orphans
 from nas.search.hardware import device_label, unsupported_precisions
-from nas.search.records import StudyAttr
+from nas.search.records import SamplerName, StudyAttr, choices
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S
@@ -47,21 +47,21 @@ class SearchOptions:
 
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
+    if name == SamplerName.TPE:
         # constant_liar: trials running in parallel workers count as pessimistic results, so
         # workers do not all propose the same point.
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-    if name == "nsga2":
+    if name == SamplerName.NSGA2:
         return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == "random":
+    if name == SamplerName.RANDOM:
         return optuna.samplers.RandomSampler(seed=seed)
-    if name == "gp":
+    if name == SamplerName.GP:
         try:
             import torch  # noqa: F401  (GPSampler's dependency)
         except ImportError:
             raise NasError("sampler 'gp' needs PyTorch: pip install torch (or use tpe or nsga2)") from None
         return optuna.samplers.GPSampler(seed=seed)
-    raise NasError(f"unknown sampler '{name}' (use tpe, nsga2, gp or random)")
+    raise NasError(f"unknown sampler '{name}' (use {choices(SamplerName)})")
 
 
 def worker_sampler(name: str, seed: int, worker_index: int, trials_so_far: int) -> optuna.samplers.BaseSampler:
@@ -95,11 +95,11 @@ def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: st
         return study
     stored = study.user_attrs.get(StudyAttr.SPACE)
     if stored is None:
-        raise NasError(f"study '{name}' exists but was not created by nas; choose another --study name")
+        raise NasError(f"study '{name}' exists but was not created by nas; choose another {{study}} name")
     if json.dumps(stored, sort_keys=True) != space.fingerprint():
         raise NasError(
             f"study '{name}' was created from a different space "
-            f"(from {study.user_attrs.get('space_source')}); use --study NEW_NAME for the changed space"
+            f"(from {study.user_attrs.get('space_source')}); use {{study}} NEW_NAME for the changed space"
         )
     return study
 
@@ -166,7 +166,7 @@ def join_study(url: StorageURL, name: str, timeout: float | None = None) -> Join
     if document is None or shared is None or budget is None:
         raise NasError(
             f"study '{name}' holds no space to join (made by an older nas or by hand); "
-            "run `nas search SPACE --study NAME` once with this version first"
+            "run `nas search SPACE {study} NAME` once with this version first"
         )
     space = space_from_dict(document, f"study '{name}'")
     options = SearchOptions(storage=url, study_name=name, trials=int(budget), timeout=timeout, **shared)

@@ -7,7 +7,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING
@@ -16,13 +16,15 @@ import keras
 import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
+from nas.errors import TrainingDiverged
 from nas.search.data import Dataset
 from nas.search.deploy import Deployed, deploy
 from nas.search.hardware import HardwareCost, HardwareProfiler
-from nas.search.nets import NetworkPlan, build_plan, plan_network, pruned_plan, static_constraints
-from nas.search.records import TrialAttr
-from nas.search.space import ConstraintsSpec, SearchSpace
-from nas.search.training import precision_policy, sparsity_report, train_compressed
+from nas.search.nets import NetworkPlan, build_plan, deployed_plan, plan_network, static_constraints
+from nas.search.records import Screened, TrialAttr
+from nas.search.runtime import import_tensorflow
+from nas.search.space import Candidate, ConstraintsSpec, SearchSpace
+from nas.search.training import TrainResult, precision_policy, sparsity_report, train_compressed
 
 if TYPE_CHECKING:
     from nas.storage.weights import WeightStore
@@ -35,7 +37,7 @@ INPUT_BOUND_RATIO = 0.8
 @dataclass(frozen=True)
 class TrialOutcome:
     values: list[float]
-    screened: str | None = None  # "static" or "measured" when rejected before training
+    screened: Screened | None = None  # set when a constraint rejected it before training
 
 
 def measured_constraints(c: ConstraintsSpec, cost: HardwareCost) -> dict[str, float]:
@@ -89,24 +91,24 @@ class TrialRunner:
                 "image_size, or faster storage)"
             )
 
-    def _values(
-        self,
-        accuracy: float,
-        cost: HardwareCost | None,
-        deployed: Deployed | None = None,
-        net: NetworkPlan | None = None,
-    ) -> list[float]:
-        # A screened trial is infeasible (the front ignores it); its size is the plan's and its
-        # latency a large stand-in, since Optuna takes no missing values.
+    def _values(self, run: _Run) -> list[float]:
+        """The objectives in the space's order. The objective is the accuracy of what will be
+        deployed (after pruning and quantization). A screened trial is infeasible (the front
+        ignores it); its size is the plan's and its latency a large stand-in, since Optuna takes
+        no missing values."""
+        deployed, result = run.deployed, run.result
+        accuracy = 0.0
+        if result is not None:
+            accuracy = deployed.accuracy if deployed and deployed.accuracy is not None else result.accuracy
         figures = {
             "accuracy": accuracy,
-            "throughput": cost.primary.images_per_s if cost else 0.0,
-            "model_size": float(deployed.model_bytes if deployed else net.weight_bytes() if net else 0),
+            "throughput": run.cost.primary.images_per_s if run.cost else 0.0,
+            "model_size": float(deployed.model_bytes if deployed else run.net.weight_bytes()),
             "tflite_latency": deployed.latency_ms if deployed and deployed.latency_ms is not None else 1e9,
         }
         return [figures[name] for name in self.space.spec.objectives]
 
-    def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: str) -> bool:
+    def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: Screened) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""
         for name, value in limits.items():
             trial.set_constraint(name, value)
@@ -129,113 +131,138 @@ class TrialRunner:
             self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")
 
     def run(self, trial: optuna.Trial) -> TrialOutcome:
-        durations: dict[str, float] = {}
-        started = time.perf_counter()
-
-        @contextmanager
-        def phase(name: str) -> Iterator[None]:
-            self.on_phase(name)
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                durations[name] = round(time.perf_counter() - t0, 4)
-                durations["total"] = round(time.perf_counter() - started, 4)
-                trial.set_user_attr(TrialAttr.DURATIONS, durations)
-
-        spec = self.space.spec
-        model: keras.Model | None = None
-        candidate = self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels)
+        """Plan, screen, build, measure, screen again, train, deploy and save: each phase is
+        timed into the trial's durations and named to the display as it starts."""
+        run = _Run(trial, self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels))
         try:
-            with phase("plan"):
-                net_full = plan_network(candidate)
-                # Channel pruning deploys (and so measures) the cut network.
-                net = pruned_plan(net_full, candidate.sparsity) if candidate.pruning == "channel" else net_full
-                params, flops = net.params(), net.flops()
-                trial.set_user_attr(TrialAttr.PARAMS, params)
-                trial.set_user_attr(TrialAttr.FLOPS, flops)
-                trial.set_user_attr(TrialAttr.MODEL_BYTES, net.weight_bytes())
-            if self._screened(trial, static_constraints(spec.constraints, net), "static"):
-                return TrialOutcome(self._values(0.0, None, net=net), "static")
-            with precision_policy(candidate.precision):
-                with phase("build"):
+            with run.phase("plan", self.on_phase):
+                self._plan(run)
+            if self._screened(trial, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
+                return TrialOutcome(self._values(run), Screened.STATIC)
+            with precision_policy(run.candidate.precision):
+                with run.phase("build", self.on_phase):
                     keras.utils.set_random_seed(self.seed + trial.number)
-                    model = build_plan(net)
-
-                with phase("measure"):
-                    cost = self.profiler.measure(
-                        model,
-                        precision=candidate.precision,
-                        xla=candidate.xla,
-                        need_latency=spec.constraints.max_latency_ms is not None,
-                    )
-                    trial.set_user_attr(TrialAttr.DEVICE, cost.device)
-                    trial.set_user_attr(TrialAttr.HARDWARE, cost.to_attr())
-                    trial.set_user_attr(TrialAttr.THROUGHPUT_SPREAD, round(cost.primary.spread, 4))
-                    peak = self.profiler.peak_flops(candidate.precision)
-                    achieved = flops * cost.primary.images_per_s
-                    trial.set_user_attr(TrialAttr.FLOPS_PER_S, achieved)
-                    if peak:
-                        trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak)
-                if self._screened(trial, measured_constraints(spec.constraints, cost), "measured"):
-                    return TrialOutcome(self._values(0.0, cost, net=net), "measured")
-
-                def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
-                    acc = logs.get("val_accuracy")
-                    self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
-
-                with phase("train"), self.profiler.lock.shared():
-                    model, result = train_compressed(
-                        model,
-                        net_full,
-                        net,
-                        candidate,
-                        self.data,
-                        seed=self.seed + trial.number,
-                        pruning=spec.compression.pruning,
-                        augmentation=spec.dataset.augmentation if spec.dataset.augmentation.active else None,
-                        on_epoch=on_epoch,
-                    )
-                    trial.set_user_attr(TrialAttr.HISTORY, result.history)
-                    trial.set_user_attr(TrialAttr.VAL_LOSS, result.loss)
-                    trial.set_user_attr(TrialAttr.TRAIN_IMAGES_PER_S, round(result.images_per_s, 1))
-                    self._check_input_bound(trial, result.images_per_s)
-                    if candidate.pruning in ("magnitude", "n_m"):
-                        trial.set_user_attr(
-                            TrialAttr.SPARSITY, sparsity_report(model, list(spec.compression.pruning.exclude))
-                        )
-                objectives = spec.objectives
-                with phase("deploy"), self.profiler.lock.shared():
-                    deployed = deploy(
-                        model,
-                        candidate.quantization,
-                        self.data,
-                        convert="model_size" in objectives or "tflite_latency" in objectives,
-                        latency="tflite_latency" in objectives,
-                        threads=spec.compression.tflite_threads,
-                        pruned=candidate.pruning != "none",
-                    )
-                    trial.set_user_attr(TrialAttr.DEPLOY, deployed.to_attr())
-                    trial.set_user_attr(TrialAttr.KERAS_ACCURACY, result.accuracy)
+                    run.model = build_plan(run.net)
+                with run.phase("measure", self.on_phase):
+                    self._measure(run)
+                assert run.cost is not None
+                if self._screened(
+                    trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED
+                ):
+                    return TrialOutcome(self._values(run), Screened.MEASURED)
+                with run.phase("train", self.on_phase), self.profiler.lock.shared():
+                    self._train(run)
+                with run.phase("deploy", self.on_phase), self.profiler.lock.shared():
+                    self._deploy(run)
                 if self.weights is not None:
-                    with phase("save"):
-                        self._save_weights(trial, model)
-            # The objective is the accuracy of what will be deployed (after pruning and quantization).
-            accuracy = deployed.accuracy if deployed.accuracy is not None else result.accuracy
-            return TrialOutcome(self._values(accuracy, cost, deployed, net))
+                    with run.phase("save", self.on_phase):
+                        self._save_weights(trial, run.model)
+            return TrialOutcome(self._values(run))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a
             # long search grows until it is killed (the classic KerasTuner complaint).
-            del model
+            run.model = None
             keras.backend.clear_session(free_memory=True)
             gc.collect()
+
+    def _plan(self, run: _Run) -> None:
+        trial = run.trial
+        run.net_full = plan_network(run.candidate)
+        run.net = deployed_plan(run.candidate, run.net_full)  # channel pruning measures the cut network
+        trial.set_user_attr(TrialAttr.PARAMS, run.net.params())
+        trial.set_user_attr(TrialAttr.FLOPS, run.net.flops())
+        trial.set_user_attr(TrialAttr.MODEL_BYTES, run.net.weight_bytes())
+
+    def _measure(self, run: _Run) -> None:
+        trial, candidate = run.trial, run.candidate
+        cost = self.profiler.measure(
+            run.model,
+            precision=candidate.precision,
+            xla=candidate.xla,
+            need_latency=self.space.spec.constraints.max_latency_ms is not None,
+        )
+        run.cost = cost
+        trial.set_user_attr(TrialAttr.DEVICE, cost.device)
+        trial.set_user_attr(TrialAttr.HARDWARE, cost.to_attr())
+        trial.set_user_attr(TrialAttr.THROUGHPUT_SPREAD, round(cost.primary.spread, 4))
+        peak = self.profiler.peak_flops(candidate.precision)
+        achieved = run.net.flops() * cost.primary.images_per_s
+        trial.set_user_attr(TrialAttr.FLOPS_PER_S, achieved)
+        if peak:
+            trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak)
+
+    def _train(self, run: _Run) -> None:
+        trial, candidate, spec = run.trial, run.candidate, self.space.spec
+
+        def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
+            acc = logs.get("val_accuracy")
+            self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
+
+        augmentation = spec.dataset.augmentation
+        run.model, run.result = train_compressed(
+            run.model,
+            run.net_full,
+            run.net,
+            candidate,
+            self.data,
+            seed=self.seed + trial.number,
+            pruning=spec.compression.pruning,
+            augmentation=augmentation if augmentation.active else None,
+            on_epoch=on_epoch,
+        )
+        trial.set_user_attr(TrialAttr.HISTORY, run.result.history)
+        trial.set_user_attr(TrialAttr.VAL_LOSS, run.result.loss)
+        trial.set_user_attr(TrialAttr.TRAIN_IMAGES_PER_S, round(run.result.images_per_s, 1))
+        self._check_input_bound(trial, run.result.images_per_s)
+        if candidate.pruning in ("magnitude", "n_m"):
+            exclude: list[str] = list(spec.compression.pruning.exclude)
+            trial.set_user_attr(TrialAttr.SPARSITY, sparsity_report(run.model, exclude))
+
+    def _deploy(self, run: _Run) -> None:
+        spec, objectives = self.space.spec, self.space.spec.objectives
+        assert run.result is not None
+        run.deployed = deploy(
+            run.model,
+            run.candidate.quantization,
+            self.data,
+            convert="model_size" in objectives or "tflite_latency" in objectives,
+            latency="tflite_latency" in objectives,
+            threads=spec.compression.tflite_threads,
+            pruned=run.candidate.pruning != "none",
+        )
+        run.trial.set_user_attr(TrialAttr.DEPLOY, run.deployed.to_attr())
+        run.trial.set_user_attr(TrialAttr.KERAS_ACCURACY, run.result.accuracy)
+
+
+@dataclass
+class _Run:
+    """What one trial has worked out so far; each phase adds its part."""
+
+    trial: optuna.Trial
+    candidate: Candidate
+    net_full: NetworkPlan = field(init=False)
+    net: NetworkPlan = field(init=False)
+    model: keras.Model | None = None
+    cost: HardwareCost | None = None
+    result: TrainResult | None = None
+    deployed: Deployed | None = None
+    durations: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    @contextmanager
+    def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:
+        on_phase(name)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.durations[name] = round(time.perf_counter() - t0, 4)
+            self.durations["total"] = round(time.perf_counter() - self.started, 4)
+            self.trial.set_user_attr(TrialAttr.DURATIONS, self.durations)
 
 
 def describe_failure(exc: BaseException) -> str:
     """One line for the trial's fail_reason attribute."""
-    from nas.search.runtime import import_tensorflow
-    from nas.search.training import TrainingDiverged
-
     tf = import_tensorflow()
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return "out of memory (ResourceExhaustedError): " + str(exc).strip().splitlines()[0][:300]

@@ -63,7 +63,8 @@ def transfer(full: keras.Model, small: keras.Model, full_net: NetworkPlan, small
         layer.set_weights(sliced.get(layer.name) or full.get_layer(layer.name).get_weights())
 
 
-def deployed_plan(candidate: Candidate) -> NetworkPlan:
-    """The network a candidate deploys (and is measured as): cut when it is channel-pruned."""
-    net = plan_network(candidate)
+def deployed_plan(candidate: Candidate, full: NetworkPlan | None = None) -> NetworkPlan:
+    """The network a candidate deploys (and is measured as): cut when it is channel-pruned.
+    `full` is the candidate's uncut plan, where the caller has it already."""
+    net = full if full is not None else plan_network(candidate)
     return pruned_plan(net, candidate.sparsity) if candidate.pruning == "channel" else net

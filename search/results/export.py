@@ -8,7 +8,7 @@ import datetime as dt
 import json
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -19,15 +19,19 @@ import optuna
 from optuna.trial import TrialState
 
 from nas import __version__
-from nas.errors import NasError
-from nas.search.deploy import QUANTIZABLE, ConversionError, Written
-from nas.search.records import StudyAttr, TrialAttr
+from nas.errors import ConversionError, NasError
+from nas.search.data import load_dataset
+from nas.search.deploy import QUANTIZABLE, Written, tensorrt_engine_status, tensorrt_status
+from nas.search.deploy import converters as ex
+from nas.search.engine import load_existing_study
+from nas.search.nets import build_plan, deployed_plan, plan_network
+from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
+from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace, space_from_dict
+from nas.search.training import precision_policy, train_compressed
 from nas.storage import StorageURL, open_storage
 from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
 
-FORMATS = ["keras", "savedmodel", "tflite", "onnx", "tftrt", "tensorrt"]
-QUANTIZE = ["none", "dynamic", "float16", "int8"]
 MIN_AGREEMENT = 0.99  # float formats: top-1 agreement with the Keras model
 MAX_DROP = 0.02  # quantized formats: accuracy drop against the Keras model
 
@@ -52,22 +56,16 @@ class TrialExport:
 
 
 def _check_request(req: ExportRequest) -> None:
-    if req.format not in FORMATS:
-        raise NasError(f"--format: unknown format '{req.format}' (use {', '.join(FORMATS)})")
-    if req.quantize not in QUANTIZE:
-        raise NasError(f"--quantize: unknown mode '{req.quantize}' (use {', '.join(QUANTIZE)})")
+    if req.format not in set(ExportFormat):
+        raise NasError(f"{{format}}: unknown format '{req.format}' (use {choices(ExportFormat)})")
+    if req.quantize not in set(QuantizeMode):
+        raise NasError(f"{{quantize}}: unknown mode '{req.quantize}' (use {choices(QuantizeMode)})")
     if req.quantize != "none" and req.format not in QUANTIZABLE:
-        raise NasError(f"--quantize {req.quantize} applies to tflite, tftrt and tensorrt, not {req.format}")
-    if req.format == "tftrt":
-        from nas.search.deploy import tensorrt_status
-
-        if reason := tensorrt_status():
-            raise NasError(f"--format tftrt: {reason}")
-    if req.format == "tensorrt":
-        from nas.search.deploy import tensorrt_engine_status
-
-        if reason := tensorrt_engine_status():
-            raise NasError(f"--format tensorrt: {reason}")
+        raise NasError(f"{{quantize}} {req.quantize} applies to tflite, tftrt and tensorrt, not {req.format}")
+    if req.format == "tftrt" and (reason := tensorrt_status()):
+        raise NasError(f"{{format}} tftrt: {reason}")
+    if req.format == "tensorrt" and (reason := tensorrt_engine_status()):
+        raise NasError(f"{{format}} tensorrt: {reason}")
 
 
 def _prepare_out(out: Path) -> None:
@@ -77,7 +75,7 @@ def _prepare_out(out: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise NasError(f"--out: cannot write to {out} ({exc.strerror or exc})") from None
+        raise NasError(f"{{out}}: cannot write to {out} ({exc.strerror or exc})") from None
 
 
 def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenTrial]:
@@ -91,10 +89,10 @@ def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenT
     for n in wanted:
         t = by_number.get(n)
         if t is None:
-            raise NasError(f"--trial {n}: study '{study.study_name}' has no trial {n}")
+            raise NasError(f"{{trial}} {n}: study '{study.study_name}' has no trial {n}")
         if t.state != TrialState.COMPLETE or t.user_attrs.get(TrialAttr.SCREENED):
             what = "was screened out before training" if t.user_attrs.get(TrialAttr.SCREENED) else f"is {t.state.name}"
-            raise NasError(f"--trial {n}: trial {n} {what}; only trained trials can be exported")
+            raise NasError(f"{{trial}} {n}: trial {n} {what}; only trained trials can be exported")
         chosen.append(t)
     return chosen
 
@@ -103,13 +101,13 @@ def _weights_file(store: WeightStore, study: str, trial: int, artifacts: str | N
     stored: StoredWeights | None = store.get(study, trial)
     if stored is None:
         raise NasError(
-            f"trial {trial} has no stored weights (the search ran with --no-weights or before weights were kept); "
-            "use --retrain-full to train it again"
+            f"trial {trial} has no stored weights (the search ran with {{no_weights}} or before weights were kept); "
+            "use {retrain_full} to train it again"
         )
     if stored.deleted is not None:
         raise NasError(
             f"weights of trial {trial} were deleted on {stored.deleted:%Y-%m-%d %H:%M} when it left the Pareto front "
-            "(keep more with `nas search --keep-top-k K`); use --retrain-full to train it again"
+            "(keep more with `nas search {keep_top_k} K`); use {retrain_full} to train it again"
         )
     candidates = [stored.path]
     if artifacts:
@@ -121,13 +119,11 @@ def _weights_file(store: WeightStore, study: str, trial: int, artifacts: str | N
             return path
     raise NasError(
         f"weights of trial {trial} were saved on host {stored.host} at {stored.path}, which is not here; "
-        "run the export there, or pass --artifacts with a shared copy of that folder"
+        "run the export there, or pass {artifacts} with a shared copy of that folder"
     )
 
 
 def _versions(fmt: str) -> dict[str, str]:
-    from nas.search.runtime import import_tensorflow
-
     out = {"nas": __version__, "tensorflow": import_tensorflow().__version__, "keras": keras.__version__}
     out["python"] = platform.python_version()
     extra = {"tflite": ["ai-edge-litert"], "onnx": ["tf2onnx", "onnx", "onnxruntime"], "tensorrt": ["tensorrt"]}
@@ -152,8 +148,6 @@ def _float32_model(model: keras.Model, space: SearchSpace, params: dict[str, Any
         getattr(layer, "dtype_policy", None) is None or layer.dtype_policy.name == "float32" for layer in model.layers
     ):
         return model
-    from nas.search.nets import build_plan, deployed_plan
-
     # The trained model of a channel-pruned candidate is the cut network.
     float_model = build_plan(deployed_plan(space.candidate(params, num_classes=classes, channels=channels)))
     float_model.set_weights(model.get_weights())
@@ -161,8 +155,6 @@ def _float32_model(model: keras.Model, space: SearchSpace, params: dict[str, Any
 
 
 def _write(fmt: str, model: keras.Model, folder: Path, quantize: str, representative: np.ndarray) -> Written:
-    from nas.search.deploy import converters as ex
-
     if fmt == "keras":
         return ex.write_keras(model, folder)
     if fmt == "savedmodel":
@@ -201,8 +193,6 @@ def parity(reference: np.ndarray, exported: np.ndarray, labels: np.ndarray, quan
 def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str, Any], bool]:
     """Export every selected trial; returns the manifest and whether every parity check passed.
     Bad input raises NasError before anything is written."""
-    from nas.search.engine import load_existing_study
-
     _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
@@ -216,8 +206,6 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
         weights = {t.number: _weights_file(store, req.study, t.number, req.artifacts) for t in chosen}
     _prepare_out(req.out)
-
-    from nas.search.data import load_dataset
 
     data = load_dataset(space.spec.dataset, warn=say)
     x_val = data.x_val.astype(np.float32) / 255.0
@@ -243,17 +231,12 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Any, seed: int) -> keras.Model:
     """Train the candidate again on training + validation data (like AutoKeras' final fit),
     with its pruning method."""
-    from dataclasses import replace
-
-    from nas.search.nets import build_plan, plan_network, pruned_plan
-    from nas.search.training import precision_policy, train_compressed
-
     candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
     full = replace(
         data, x_train=np.concatenate([data.x_train, data.x_val]), y_train=np.concatenate([data.y_train, data.y_val])
     )
     net_full = plan_network(candidate)
-    net = pruned_plan(net_full, candidate.sparsity) if candidate.pruning == "channel" else net_full
+    net = deployed_plan(candidate, net_full)
     augmentation = space.spec.dataset.augmentation
     with precision_policy(candidate.precision):
         keras.utils.set_random_seed(seed + t.number)

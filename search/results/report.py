@@ -14,9 +14,14 @@ from datetime import datetime
 from typing import Any
 
 import optuna
+import plotly.graph_objects as go
+from optuna.importance import FanovaImportanceEvaluator
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+from optuna.visualization import plot_param_importances
+from plotly.offline import get_plotlyjs
 
+from nas.errors import NasError
 from nas.search.records import TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 
@@ -68,7 +73,6 @@ def _hover(t: FrozenTrial) -> str:
 
 
 def pareto_figure(study: optuna.Study) -> Any:
-    import plotly.graph_objects as go
 
     names = _names(study)
     # Two objectives or more: the second against the first. One: the objective by trial number.
@@ -114,7 +118,6 @@ def pareto_figure(study: optuna.Study) -> Any:
 
 
 def hypervolume_figure(study: optuna.Study) -> Any | None:
-    import plotly.graph_objects as go
 
     curve = hypervolume_history(study)
     if not curve:
@@ -135,8 +138,6 @@ def _objective(i: int) -> Any:
 
 
 def importance_figures(study: optuna.Study) -> list[Any]:
-    from optuna.importance import FanovaImportanceEvaluator
-    from optuna.visualization import plot_param_importances
 
     figures: list[Any] = []
     done = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
@@ -155,7 +156,6 @@ def importance_figures(study: optuna.Study) -> list[Any]:
 
 
 def learning_curves_figure(study: optuna.Study) -> Any | None:
-    import plotly.graph_objects as go
 
     fig = go.Figure()
     for t in sorted(study.best_trials, key=lambda t: t.number):
@@ -231,12 +231,9 @@ th { background: #f3f3f3; cursor: pointer; position: sticky; top: 0; }
 
 
 def build_report(study: optuna.Study, storage_label: str) -> str:
-    from plotly.offline import get_plotlyjs
 
     complete = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     if not complete:
-        from nas.errors import NasError
-
         raise NasError(f"study '{study.study_name}' has no finished trials to report on")
     figures = [
         pareto_figure(study),

@@ -1,13 +1,41 @@
 """The space language: parameters and units, the schema of a space file, model families,
 loading and sampling a candidate. No TensorFlow."""
 
-from nas.search.space.candidate import Candidate, StagePlan
-from nas.search.space.compression_spec import PruningSpec
-from nas.search.space.families import FAMILIES
-from nas.search.space.loading import SearchSpace, load_space, preset_names, space_from_dict
-from nas.search.space.params import Param
-from nas.search.space.spec import AugmentationSpec, ConstraintsSpec, DatasetSpec, MeasureSpec, SpaceSpec
-from nas.search.space.units import human, parse_bytes, parse_count
+from typing import TYPE_CHECKING
+
+from nas._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from nas.search.space.candidate import Candidate as Candidate
+    from nas.search.space.candidate import StagePlan as StagePlan
+    from nas.search.space.compression_spec import PruningSpec as PruningSpec
+    from nas.search.space.families import FAMILIES as FAMILIES
+    from nas.search.space.loading import SearchSpace as SearchSpace
+    from nas.search.space.loading import load_space as load_space
+    from nas.search.space.loading import preset_names as preset_names
+    from nas.search.space.loading import space_from_dict as space_from_dict
+    from nas.search.space.params import Param as Param
+    from nas.search.space.spec import AugmentationSpec as AugmentationSpec
+    from nas.search.space.spec import ConstraintsSpec as ConstraintsSpec
+    from nas.search.space.spec import DatasetSpec as DatasetSpec
+    from nas.search.space.spec import MeasureSpec as MeasureSpec
+    from nas.search.space.spec import SpaceSpec as SpaceSpec
+    from nas.search.space.units import human as human
+    from nas.search.space.units import parse_bytes as parse_bytes
+    from nas.search.space.units import parse_count as parse_count
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "candidate": ["Candidate", "StagePlan"],
+        "compression_spec": ["PruningSpec"],
+        "families": ["FAMILIES"],
+        "loading": ["SearchSpace", "load_space", "preset_names", "space_from_dict"],
+        "params": ["Param"],
+        "spec": ["AugmentationSpec", "ConstraintsSpec", "DatasetSpec", "MeasureSpec", "SpaceSpec"],
+        "units": ["human", "parse_bytes", "parse_count"],
+    },
+)
 
 __all__ = [
     "FAMILIES",

@@ -6,11 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from nas.search.records import QuantizeMode
 from nas.search.space.model_spec import check_scope
 from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
 
 PRUNING_METHODS = ["none", "magnitude", "n_m", "channel"]
-QUANTIZATION = ["none", "dynamic", "float16", "int8"]
+QUANTIZATION = [mode.value for mode in QuantizeMode]
 # Layer kinds of the networks (by the builder's layer names) that pruning can skip.
 LayerKind = Literal["stem", "expand", "depthwise", "se", "project", "head", "classifier"]
 DEFAULT_EXCLUDE: list[LayerKind] = ["stem", "depthwise", "se", "classifier"]

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from nas.search.records import SamplerName
 from nas.search.space.compression_spec import CompressionSpec
 from nas.search.space.model_spec import ModelSpec, check_scope
 from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
@@ -143,7 +144,7 @@ class ConstraintsSpec(_Spec):
 
 
 class SearchSpec(_Spec):
-    sampler: Literal["tpe", "nsga2", "gp", "random"] = "tpe"
+    sampler: SamplerName = SamplerName.TPE
     trials: int = Field(20, ge=1, le=1_000_000)
     seed: int = 0
 

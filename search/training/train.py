@@ -18,16 +18,13 @@ from typing import Any
 
 import keras
 
+from nas.errors import TrainingDiverged
 from nas.search.data import Dataset, pipeline
 from nas.search.runtime import import_tensorflow
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
 from nas.search.training.pruning import Pruner
 
 EpochCallback = Callable[[int, int, dict[str, float]], None]
-
-
-class TrainingDiverged(Exception):
-    """The loss became NaN or infinite; the trial fails with this reason."""
 
 
 @dataclass(frozen=True)

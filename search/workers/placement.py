@@ -54,9 +54,9 @@ def parse_gpus(text: str | None) -> list[str] | None:
         return None
     gpus = [g.strip() for g in text.split(",") if g.strip()]
     if not gpus or not all(g.isdigit() for g in gpus):
-        raise NasError(f"--gpus '{text}': expected GPU indices such as 0 or 0,1,3")
+        raise NasError(f"{{gpus}} '{text}': expected GPU indices such as 0 or 0,1,3")
     if len(set(gpus)) != len(gpus):
-        raise NasError(f"--gpus '{text}': a GPU is listed twice (use --workers-per-gpu to share one)")
+        raise NasError(f"{{gpus}} '{text}': a GPU is listed twice (use {{workers_per_gpu}} to share one)")
     return gpus
 
 
@@ -85,8 +85,8 @@ def plan_workers(
         workers = len(gpus) * per_gpu if gpus else 1
     if gpus and workers > len(gpus) * per_gpu:
         raise NasError(
-            f"--workers {workers} is more than {len(gpus)} GPU(s) x --workers-per-gpu {per_gpu}; "
-            "raise --workers-per-gpu or list more GPUs"
+            f"{{workers}} {workers} is more than {len(gpus)} GPU(s) x {{workers_per_gpu}} {per_gpu}; "
+            "raise {workers_per_gpu} or list more GPUs"
         )
     cores = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     placements = []

@@ -41,6 +41,8 @@ LEVELS = {
     "nas.__main__": 9,
 }
 TENSORFLOW = ("tensorflow", "keras")
+# What takes seconds to import; the CLI's start (and so every error message) must not wait for it.
+SLOW_TO_IMPORT = (*TENSORFLOW, "keras_tuner", "sklearn", "plotly", "matplotlib", "optuna", "sqlalchemy")
 # Modules that load without TensorFlow, all that they import at module level included: the
 # space language and static planning (`nas space`), the study and the pool's parent process,
 # read-only results, and every CLI module (an error in the input must be reported in a blink).
@@ -198,3 +200,8 @@ def test_tensorflow_free_modules_load_without_it(module: str) -> None:
     loaded = _loads_at_import(module)
     heavy = sorted(m for m in loaded if m.split(".")[0] in TENSORFLOW or m == "keras_tuner")
     assert not heavy, f"importing {module} loads {heavy}"
+
+
+def test_the_command_line_starts_without_slow_imports() -> None:
+    slow = sorted(m for m in _loads_at_import("nas.__main__") if m.split(".")[0] in SLOW_TO_IMPORT)
+    assert not slow, f"`nas` loads {slow} before any command runs; import them inside the command that needs them"

@@ -1,0 +1,72 @@
+"""Ctrl-C and SIGTERM during a search: when they stop it, and what may not be cut short."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+from nas.search.engine.events import SearchEvents
+
+
+class Interrupts:
+    """Ctrl-C twice over: the first lets the running trial finish and starts no new one, the
+    second stops now. SIGTERM stops now. While `deferred`, stopping waits for the block's end,
+    so a trial is never left between ask() and the point where an interrupt is handled."""
+
+    def __init__(self, events: SearchEvents) -> None:
+        self.events = events
+        self.draining = False
+        self._pending = False
+        self._deferred = 0
+        self._previous: list[Any] = []
+
+    def _stop_now(self) -> None:
+        if self._deferred:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.draining:
+            self._stop_now()
+            return
+        self.draining = True
+        self.events.message("Stopping: the running trial will finish, no new one starts (Ctrl-C again: stop now).")
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._stop_now()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+            if not self._deferred and self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
+
+    def __enter__(self) -> Interrupts:
+        self._previous = [
+            signal.signal(signal.SIGINT, self._on_sigint),
+            signal.signal(signal.SIGTERM, self._on_sigterm),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous[0])
+        signal.signal(signal.SIGTERM, self._previous[1])
+
+
+@contextlib.contextmanager
+def no_interrupts() -> Iterator[None]:
+    """Let the bookkeeping after an interrupt finish even if Ctrl-C is pressed again."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
