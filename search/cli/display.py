@@ -13,15 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from nas.search.engine import SearchEvents, TrialReport
+from nas.search.space import human
 
 
 def _si(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {prefix}{unit}".rstrip()
-    return f"{value:.0f} {unit}".rstrip()
+    return "-" if value is None else human(value, unit, sep=" ")
 
 
 def trial_progress(console: Console) -> Progress:

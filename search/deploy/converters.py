@@ -123,12 +123,19 @@ def runtime_label() -> str:
     return f"ai-edge-litert {version('ai-edge-litert')} interpreter (XNNPACK)"
 
 
-def tflite_runtime(path: Path, threads: int | None = None) -> tuple[Runtime, dict[str, Any]]:
-    from ai_edge_litert.interpreter import Interpreter
+def litert_interpreter(path: Path, threads: int | None = None) -> Any:
+    """A LiteRT interpreter of a .tflite file with its tensors allocated; LiteRT's own log on
+    stderr is hidden unless it fails."""
+    from ai_edge_litert.interpreter import Interpreter  # the optional [export] extra
 
     with native_stderr_captured():
         interpreter = Interpreter(model_path=str(path), num_threads=threads)
         interpreter.allocate_tensors()
+    return interpreter
+
+
+def tflite_runtime(path: Path, threads: int | None = None) -> tuple[Runtime, dict[str, Any]]:
+    interpreter = litert_interpreter(path, threads)
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     in_scale, in_zero = inp["quantization"]
     out_scale, out_zero = out["quantization"]

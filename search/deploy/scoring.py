@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from nas.search.data import Dataset
-from nas.search.deploy.converters import write_tflite
+from nas.search.deploy.converters import litert_interpreter, write_tflite
 
 LATENCY_ROUNDS = 5
 LATENCY_ROUND_S = 0.1
@@ -44,10 +44,7 @@ def weight_bytes(model: keras.Model) -> bytes:
 
 def tflite_latency_ms(path: Path, threads: int) -> float:
     """Median over rounds of the mean time of one batch-1 inference in LiteRT (XNNPACK)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_path=str(path), num_threads=threads)
-    interpreter.allocate_tensors()
+    interpreter = litert_interpreter(path, threads)
     inp = interpreter.get_input_details()[0]
     interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
     for _ in range(10):  # warm-up: first calls allocate and pack weights

@@ -26,6 +26,7 @@ from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
 from nas.search.nets import build_plan, deployed_plan, plan_network
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
+from nas.search.results.pareto import objective_names
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace, space_from_dict
 from nas.search.training import precision_policy, train_compressed
@@ -264,7 +265,7 @@ def _export_one(
 ) -> TrialExport:
     folder = req.out / f"trial-{t.number}"
     folder.mkdir(parents=True, exist_ok=True)
-    names = study.metric_names or [f"objective{i}" for i in range(len(t.values))]
+    names = objective_names(study)
     record: dict[str, Any] = {
         "trial": t.number,
         "parameters": t.params,

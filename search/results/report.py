@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
 from nas.search.records import TrialAttr
-from nas.search.results.pareto import hypervolume_2d
+from nas.search.results.pareto import hypervolume_2d, objective_names
 
 # Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
 LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
@@ -33,14 +33,10 @@ def _feasible(t: FrozenTrial) -> bool:
     return all(v <= 0 for v in t.constraints.values()) and not t.user_attrs.get(TrialAttr.SCREENED)
 
 
-def _names(study: optuna.Study) -> list[str]:
-    return study.metric_names or [f"objective {i}" for i in range(len(study.directions))]
-
-
 def _oriented(study: optuna.Study, t: FrozenTrial) -> list[float]:
     """Objective values turned so that larger is better, log10 where the scale calls for it."""
     out = []
-    for name, value, direction in zip(_names(study), t.values, study.directions, strict=True):
+    for name, value, direction in zip(objective_names(study), t.values, study.directions, strict=True):
         v = math.log10(max(value, 1e-12)) if name in LOG_OBJECTIVES else value
         out.append(v if direction == StudyDirection.MAXIMIZE else -v)
     return out
@@ -74,7 +70,7 @@ def _hover(t: FrozenTrial) -> str:
 
 def pareto_figure(study: optuna.Study) -> Any:
 
-    names = _names(study)
+    names = objective_names(study)
     # Two objectives or more: the second against the first. One: the objective by trial number.
     x_name, y_name = (names[1], names[0]) if len(names) > 1 else ("trial", names[0])
     yi = names.index(y_name)
@@ -123,7 +119,7 @@ def hypervolume_figure(study: optuna.Study) -> Any | None:
     if not curve:
         return None
     fig = go.Figure(go.Scatter(x=[c[0] for c in curve], y=[c[1] for c in curve], mode="lines+markers", line_shape="hv"))
-    log_note = ", ".join(n for n in _names(study) if n in LOG_OBJECTIVES)
+    log_note = ", ".join(n for n in objective_names(study) if n in LOG_OBJECTIVES)
     fig.update_layout(
         title="Hypervolume of the front over time" + (f" ({log_note} in log10)" if log_note else ""),
         xaxis_title="minutes since the first trial started",
@@ -143,7 +139,7 @@ def importance_figures(study: optuna.Study) -> list[Any]:
     done = study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     if len(done) < 3:
         return figures
-    for i, name in enumerate(_names(study)):
+    for i, name in enumerate(objective_names(study)):
         try:
             fig = plot_param_importances(
                 study, evaluator=FanovaImportanceEvaluator(seed=0), target=_objective(i), target_name=name
@@ -182,7 +178,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"trial": t.number, "state": t.state.name}
         if t.state == TrialState.COMPLETE:
             row["state"] = "front" if t.number in front else "infeasible" if not _feasible(t) else "dominated"
-            row.update(zip(_names(study), t.values, strict=True))
+            row.update(zip(objective_names(study), t.values, strict=True))
         row["params"] = t.user_attrs.get(TrialAttr.PARAMS)
         row["FLOPs"] = t.user_attrs.get(TrialAttr.FLOPS)
         row["seconds"] = (t.user_attrs.get(TrialAttr.DURATIONS) or {}).get("total")
@@ -251,7 +247,7 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
         "trials": len(study.trials),
         "finished": len(complete),
         "pareto": len(study.best_trials),
-        "objectives": dict(zip(_names(study), (d.name.lower() for d in study.directions), strict=True)),
+        "objectives": dict(zip(objective_names(study), (d.name.lower() for d in study.directions), strict=True)),
     }
     objectives = ", ".join(f"{k} ({v})" for k, v in summary["objectives"].items())
     summary_json = json.dumps(summary).replace("</", "<\\/")  # never closes the script tag

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nas.search.space.model_spec import STAGE_DEFAULTS
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -14,7 +16,7 @@ class StagePlan:
     kernel: int
     expansion: float
     se: bool
-    se_ratio: float = 0.25
+    se_ratio: float = STAGE_DEFAULTS["se_ratio"]
     activation: str = "relu6"
 
 

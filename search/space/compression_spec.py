@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from nas.search.records import QuantizeMode
+from nas.search.space.base import Spec, fixed, parsed
 from nas.search.space.model_spec import check_scope
-from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
+from nas.search.space.params import Check, Kind, Param, between, one_of
 
 PRUNING_METHODS = ["none", "magnitude", "n_m", "channel"]
 QUANTIZATION = [mode.value for mode in QuantizeMode]
@@ -25,17 +26,12 @@ COMPRESSION_DEFAULTS: dict[str, Any] = {"method": "none", "sparsity": 0.5, "quan
 
 
 def _p(field: str) -> BeforeValidator:
-    kind, check = COMPRESSION_FIELDS[field]
-    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
+    return parsed(*COMPRESSION_FIELDS[field])
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-
-class PruningSpec(_Spec):
-    method: Annotated[Param, _p("method")] = Param("str", value="none")
-    sparsity: Annotated[Param, _p("sparsity")] = Param("float", value=0.5)
+class PruningSpec(Spec):
+    method: Annotated[Param, _p("method")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "method")
+    sparsity: Annotated[Param, _p("sparsity")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "sparsity")
     begin: float = Field(0.2, ge=0, lt=1, description="start, as a fraction of training steps (channel: epochs)")
     end: float = Field(0.8, gt=0, le=1, description="magnitude: reach the target sparsity here")
     frequency: int = Field(10, ge=1, description="magnitude: steps between mask updates")
@@ -59,9 +55,9 @@ class PruningSpec(_Spec):
         return {"method": self.method, "sparsity": self.sparsity}
 
 
-class CompressionSpec(_Spec):
+class CompressionSpec(Spec):
     pruning: PruningSpec = PruningSpec()
-    quantization: Annotated[Param, _p("quantization")] = Param("str", value="none")
+    quantization: Annotated[Param, _p("quantization")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "quantization")
     tflite_threads: int = Field(1, ge=1, le=64, description="LiteRT threads for tflite_latency")
 
     def params(self) -> dict[str, Param]:

@@ -18,7 +18,7 @@ from nas.errors import NasError
 from nas.search.space.candidate import Candidate, StagePlan
 from nas.search.space.compression_spec import COMPRESSION_DEFAULTS
 from nas.search.space.families import FAMILIES
-from nas.search.space.model_spec import GLOBAL_FIELDS, STAGE_DEFAULTS, STAGE_FIELDS, sampling_order
+from nas.search.space.model_spec import GLOBAL_FIELDS, GLOBAL_OFF, STAGE_DEFAULTS, STAGE_FIELDS, sampling_order
 from nas.search.space.params import Param
 from nas.search.space.spec import (
     COMPUTE_DEFAULTS,
@@ -173,18 +173,14 @@ class SearchSpace:
         rules = FAMILIES[m.family]
         # An inactive parameter takes its "off" value.
         defaults: dict[str, Any] = {
-            "width_multiplier": 1.0,
-            "depth_multiplier": 1.0,
+            **GLOBAL_OFF,
             "resolution": self.spec.dataset.image_size,
             "activation": rules.activation,
-            "dropout": 0.0,
-            "drop_connect_rate": 0.0,
             "phi": 0.0,
             **TRAINING_DEFAULTS,
             **COMPUTE_DEFAULTS,
-            "pruning.method": "none",
-            "pruning.sparsity": COMPRESSION_DEFAULTS["sparsity"],
-            "quantization": "none",
+            **{f"pruning.{k}": COMPRESSION_DEFAULTS[k] for k in ("method", "sparsity")},
+            "quantization": COMPRESSION_DEFAULTS["quantization"],
         }
 
         def get(name: str) -> Any:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
+from nas.search.space.base import Spec, fixed, parsed
 from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
 
 Family = Literal["mobilenet_v2", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
@@ -28,6 +29,14 @@ SHARED_FIELDS = [f for f in STAGE_FIELDS if f not in ("filters", "stride")]
 # What a stage gets for a parameter that neither it nor `shared:` sets (activation: the model's).
 STAGE_DEFAULTS: dict[str, Any] = {"stride": 1, "depth": 1, "kernel": 3, "expansion": 6.0, "se": False, "se_ratio": 0.25}
 
+# What a global parameter is when a `when:` condition switches it off (activation and
+# resolution come from the family and the dataset).
+GLOBAL_OFF: dict[str, Any] = {
+    "width_multiplier": 1.0,
+    "depth_multiplier": 1.0,
+    "dropout": 0.0,
+    "drop_connect_rate": 0.0,
+}
 GLOBAL_FIELDS: dict[str, tuple[Kind, Check | None]] = {
     "width_multiplier": ("float", between(0.1, 4.0)),
     "depth_multiplier": ("float", between(0.1, 4.0)),
@@ -38,23 +47,15 @@ GLOBAL_FIELDS: dict[str, tuple[Kind, Check | None]] = {
 }
 
 
-def _p(kind: Kind, check: Check | None = None) -> BeforeValidator:
-    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
-
-
 def _stage(field: str) -> BeforeValidator:
-    return _p(*STAGE_FIELDS[field])
+    return parsed(*STAGE_FIELDS[field])
 
 
 def _global(field: str) -> BeforeValidator:
-    return _p(*GLOBAL_FIELDS[field])
+    return parsed(*GLOBAL_FIELDS[field])
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-
-class SharedSpec(_Spec):
+class SharedSpec(Spec):
     """Parameters sampled once and used by every stage that does not set its own."""
 
     depth: Annotated[Param | None, _stage("depth")] = None
@@ -72,22 +73,22 @@ class StageSpec(SharedSpec):
     """One stage: `depth` blocks of the same width; unset parameters come from `shared:`."""
 
     filters: Annotated[Param, _stage("filters")]
-    stride: Annotated[Param, _stage("stride")] = Param("int", value=1)
+    stride: Annotated[Param, _stage("stride")] = fixed(STAGE_FIELDS, STAGE_DEFAULTS, "stride")
 
     def set_params(self) -> dict[str, Param]:
         return {f: p for f in STAGE_FIELDS if (p := getattr(self, f)) is not None}
 
 
-class CompoundSpec(_Spec):
+class CompoundSpec(Spec):
     """EfficientNet's compound scaling: depth x alpha^phi, width x beta^phi, resolution x gamma^phi."""
 
-    phi: Annotated[Param, _p("float", between(0.0, 8.0))]
+    phi: Annotated[Param, parsed("float", between(0.0, 8.0))]
     alpha: float = Field(1.2, ge=1.0, le=4.0, description="depth coefficient")
     beta: float = Field(1.1, ge=1.0, le=4.0, description="width coefficient")
     gamma: float = Field(1.15, ge=1.0, le=4.0, description="resolution coefficient")
 
 
-class ModelSpec(_Spec):
+class ModelSpec(Spec):
     family: Family = "mobilenet_v2"
     num_classes: int | None = Field(None, ge=2, le=100_000, description="default: the dataset's")
     width_multiplier: Annotated[Param, _global("width_multiplier")] = Param("float", value=1.0)

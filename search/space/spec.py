@@ -5,24 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from nas.search.records import SamplerName
+from nas.search.space.base import Spec, fixed, parsed
 from nas.search.space.compression_spec import CompressionSpec
 from nas.search.space.model_spec import ModelSpec, check_scope
-from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
+from nas.search.space.params import Check, Kind, Param, between, one_of
 from nas.search.space.units import parse_bytes, parse_count
 
 
-def _parsed(kind: Kind, check: Check | None = None) -> BeforeValidator:
-    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-
-class TFRecordSpec(_Spec):
+class TFRecordSpec(Spec):
     image_feature: str = "image"
     image_type: Literal["encoded", "raw"] = Field("encoded", description="encoded: JPEG/PNG/BMP/GIF bytes")
     raw_shape: tuple[int, int, int] | None = Field(None, description="(H, W, C) of raw uint8 images")
@@ -36,7 +29,7 @@ class TFRecordSpec(_Spec):
         return self
 
 
-class AugmentationSpec(_Spec):
+class AugmentationSpec(Spec):
     """Random transforms of training batches, run on the device as Keras preprocessing layers."""
 
     flip: Literal["none", "horizontal", "vertical", "both"] = "none"
@@ -49,7 +42,7 @@ class AugmentationSpec(_Spec):
         return self.flip != "none" or bool(self.rotation or self.crop or self.contrast)
 
 
-class DatasetSpec(_Spec):
+class DatasetSpec(Spec):
     source: Literal["digits", "folder", "npz", "tfrecord"] = "digits"
     path: str | None = Field(None, description="folder, .npz file, or TFRecord file/folder")
     validation_path: str | None = Field(None, description="an explicit validation set of the same kind")
@@ -83,11 +76,17 @@ TRAINING_FIELDS: dict[str, tuple[Kind, Check | None]] = {
 TRAINING_DEFAULTS: dict[str, Any] = {"batch_size": 32, "optimizer": "adam", "learning_rate": 1e-3}
 
 
-class TrainingSpec(_Spec):
+class TrainingSpec(Spec):
     epochs: int = Field(5, ge=1, le=10000)
-    batch_size: Annotated[Param, _parsed(*TRAINING_FIELDS["batch_size"])] = Param("int", value=32)
-    optimizer: Annotated[Param, _parsed(*TRAINING_FIELDS["optimizer"])] = Param("str", value="adam")
-    learning_rate: Annotated[Param, _parsed(*TRAINING_FIELDS["learning_rate"])] = Param("float", value=1e-3)
+    batch_size: Annotated[Param, parsed(*TRAINING_FIELDS["batch_size"])] = fixed(
+        TRAINING_FIELDS, TRAINING_DEFAULTS, "batch_size"
+    )
+    optimizer: Annotated[Param, parsed(*TRAINING_FIELDS["optimizer"])] = fixed(
+        TRAINING_FIELDS, TRAINING_DEFAULTS, "optimizer"
+    )
+    learning_rate: Annotated[Param, parsed(*TRAINING_FIELDS["learning_rate"])] = fixed(
+        TRAINING_FIELDS, TRAINING_DEFAULTS, "learning_rate"
+    )
 
     def params(self) -> dict[str, Param]:
         return {f: getattr(self, f) for f in TRAINING_FIELDS}
@@ -98,7 +97,7 @@ class TrainingSpec(_Spec):
         return self
 
 
-class MeasureSpec(_Spec):
+class MeasureSpec(Spec):
     batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
         default_factory=lambda: [64],
         min_length=1,
@@ -117,9 +116,11 @@ COMPUTE_FIELDS: dict[str, tuple[Kind, Check | None]] = {"precision": ("str", one
 COMPUTE_DEFAULTS: dict[str, Any] = {"precision": "float32", "xla": False}
 
 
-class ComputeSpec(_Spec):
-    precision: Annotated[Param, _parsed(*COMPUTE_FIELDS["precision"])] = Param("str", value="float32")
-    xla: Annotated[Param, _parsed(*COMPUTE_FIELDS["xla"])] = Param("bool", value=False)
+class ComputeSpec(Spec):
+    precision: Annotated[Param, parsed(*COMPUTE_FIELDS["precision"])] = fixed(
+        COMPUTE_FIELDS, COMPUTE_DEFAULTS, "precision"
+    )
+    xla: Annotated[Param, parsed(*COMPUTE_FIELDS["xla"])] = fixed(COMPUTE_FIELDS, COMPUTE_DEFAULTS, "xla")
 
     def params(self) -> dict[str, Param]:
         return {f: getattr(self, f) for f in COMPUTE_FIELDS}
@@ -130,7 +131,7 @@ class ComputeSpec(_Spec):
         return self
 
 
-class ConstraintsSpec(_Spec):
+class ConstraintsSpec(Spec):
     """Limits a candidate must meet; static ones (params, FLOPs, size) are checked right after
     sampling, before a model is built, measured ones before training."""
 
@@ -143,7 +144,7 @@ class ConstraintsSpec(_Spec):
     min_throughput: float | None = Field(None, gt=0)
 
 
-class SearchSpec(_Spec):
+class SearchSpec(Spec):
     sampler: SamplerName = SamplerName.TPE
     trials: int = Field(20, ge=1, le=1_000_000)
     seed: int = 0
@@ -160,7 +161,7 @@ OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
 DEFAULT_OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {"accuracy": "maximize", "throughput": "maximize"}
 
 
-class SpaceSpec(_Spec):
+class SpaceSpec(Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec

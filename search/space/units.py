@@ -33,8 +33,9 @@ def parse_bytes(raw: Any) -> Any:
     return _parse(raw, _BYTES, "4MB or 3.5MiB")
 
 
-def human(n: float, unit: str = "") -> str:
+def human(n: float, unit: str = "", sep: str = "") -> str:
+    """1.23M, or with sep=" " 1.23 MFLOP/s: two decimals under an SI prefix."""
     for div, suffix in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
         if abs(n) >= div:
-            return f"{n / div:.2f}{suffix}{unit}"
-    return f"{n:g}{unit}"
+            return f"{n / div:.2f}{sep}{suffix}{unit}"
+    return f"{n:g}{sep}{unit}".rstrip()
