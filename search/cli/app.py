@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,10 @@ from nas.errors import NasError, SearchInterrupted
 from nas.search.cli.console import err, message, out
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
 from nas.search.records import PipeEvent, SamplerName, StoppedBy
+
+if TYPE_CHECKING:
+    from nas.search.engine import SearchOptions
+    from nas.storage import StorageURL
 
 app = typer.Typer(
     name="nas",
@@ -111,7 +115,7 @@ def search(
     _report_end(options, stopped_by, finished, budget, show_front=True)
 
 
-def _report_end(options: Any, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
+def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
     """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
     for a runaway of failures, so scripts can tell."""
     from nas.search.engine import load_existing_study
@@ -175,7 +179,7 @@ def worker(
         _worker_in_pool(url, study, timeout, recycle_after, index, report_fd)
 
 
-def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_after: int, index: int) -> None:
+def _worker_interactive(url: StorageURL, study: str, timeout: float | None, recycle_after: int, index: int) -> None:
     from nas.search import runtime
     from nas.search.engine import join_study
 
@@ -193,7 +197,9 @@ def _worker_interactive(url: Any, study: str, timeout: float | None, recycle_aft
         err.print(f"Recycled after {outcome.ran + outcome.failed} trials; start the worker again to continue.")
 
 
-def _worker_in_pool(url: Any, study: str, timeout: float | None, recycle_after: int, index: int, fd: int) -> None:
+def _worker_in_pool(
+    url: StorageURL, study: str, timeout: float | None, recycle_after: int, index: int, fd: int
+) -> None:
     """A pool's worker: everything, errors included, goes to the parent over the pipe."""
     import signal
 

@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,7 @@ def _fits_in_memory(folder: Path) -> bool:
     return size <= MEMORY_SHARE * ram
 
 
-def _from_files(spec: DatasetSpec, warn: Any) -> Dataset:
+def _from_files(spec: DatasetSpec, warn: Callable[[str], None]) -> Dataset:
     folder = cache_dir() / _cache_key(spec)
     decoded: dict[str, np.ndarray] | None = None
     if not (folder / "meta.json").exists():
@@ -199,7 +200,7 @@ def _from_files(spec: DatasetSpec, warn: Any) -> Dataset:
     return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], tuple(meta["classes"]), info)
 
 
-def load_dataset(spec: DatasetSpec, warn: Any = log.warning) -> Dataset:
+def load_dataset(spec: DatasetSpec, warn: Callable[[str], None] = log.warning) -> Dataset:
     """The space's data set, split (seeded) and resized to its image size."""
     if spec.source == "digits":
         return _digits(spec)

@@ -1,4 +1,4 @@
-"""Throughput and latency, measured by the protocol in DESIGN.md.
+"""Throughput and latency, measured by the protocol in docs/architecture.md ("Measuring").
 
 A tf.function with a fixed input signature, the input already on the device, warm-up until
 consecutive calls agree (tracing, XLA compilation, autotuning and caches are done), then

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from nas import __version__
 from nas.errors import ConversionError, NasError
-from nas.search.data import load_dataset
+from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import QUANTIZABLE, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
@@ -229,7 +229,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     return manifest, all(r.passed for r in results)
 
 
-def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Any, seed: int) -> keras.Model:
+def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
     """Train the candidate again on training + validation data (like AutoKeras' final fit),
     with its pruning method."""
     candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
@@ -292,7 +292,7 @@ def _export_one(
 
 
 def _manifest(
-    req: ExportRequest, study: optuna.Study, space: SearchSpace, data: Any, results: list[TrialExport]
+    req: ExportRequest, study: optuna.Study, space: SearchSpace, data: Dataset, results: list[TrialExport]
 ) -> dict[str, Any]:
     size, channels = space.spec.dataset.image_size, data.channels
     colour = "grayscale" if channels == 1 else "RGB"

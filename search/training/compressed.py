@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import keras
 
 from nas.search.data import Dataset
 from nas.search.nets import NetworkPlan, build_plan, transfer
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
-from nas.search.training.train import TrainResult, train_and_evaluate
+from nas.search.training.train import EpochCallback, TrainResult, train_and_evaluate
 
 
 def train_compressed(
@@ -25,7 +24,7 @@ def train_compressed(
     seed: int,
     pruning: PruningSpec,
     augmentation: AugmentationSpec | None,
-    on_epoch: Any = lambda *_: None,
+    on_epoch: EpochCallback = lambda *_: None,
 ) -> tuple[keras.Model, TrainResult]:
     """Train `model` (built from `net`); returns the trained model and its result.
 

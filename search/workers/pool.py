@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import optuna
 from optuna.trial import TrialState
 
 from nas.errors import NasError, SearchInterrupted
@@ -275,7 +276,7 @@ class WorkerPool:
             self.view.stop()
         return self._outcome(study)
 
-    def _outcome(self, study: Any) -> PoolOutcome:
+    def _outcome(self, study: optuna.Study) -> PoolOutcome:
         # Workers that died without cleaning up (kill -9, crash) leave RUNNING trials: fail and
         # queue them now, so the study never keeps a RUNNING trial without a worker.
         for line in recover_orphans(study, GRACE_PERIOD_S):
