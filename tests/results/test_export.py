@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from nas.storage.weights import WeightStore
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_cli, run_nas
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_export_errors_are_one_line_with_status_2(study_dir: Path) -> None:
             (["export", "exp", "--format", "onnx", "--trial", str(dominated[0]), "--out", "x"], "were deleted on")
         )
     for args, message in cases:
-        result = run_nas(*args, cwd=study_dir)
+        result = run_cli(*args, cwd=study_dir)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.startswith("Error: ") and message in result.stderr, (args, result.stderr)
         assert result.stderr.strip().count("\n") == 0, result.stderr

@@ -1,4 +1,5 @@
-"""Bad input through the real CLI: exit status 2, one line `Error: ...`, database unchanged."""
+"""Bad input through the real CLI (in this process: error paths need no fresh one): exit status 2,
+one line `Error: ...`, database unchanged."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_nas
+from ..helpers import REPO, run_cli
 
 
 def _one_error_line(stderr: str) -> str:
@@ -22,7 +23,7 @@ def test_bad_space_file(workdir: Path) -> None:
     bad.write_text(
         "name: bad\nmodel:\n  stages:\n    - {filters: 16}\n    - {filters: 24}\n    - {filters: 32, kernel: 4}\n"
     )
-    result = run_nas("search", str(bad), cwd=workdir)
+    result = run_cli("search", str(bad), cwd=workdir)
     assert result.returncode == 2
     line = _one_error_line(result.stderr)
     assert line == "Error: " + str(bad) + ": model.stages[2].kernel: 4 is not one of [3, 5, 7]"
@@ -30,13 +31,13 @@ def test_bad_space_file(workdir: Path) -> None:
 
 
 def test_missing_space_file(workdir: Path) -> None:
-    result = run_nas("search", "no/such/space.yaml", cwd=workdir)
+    result = run_cli("search", "no/such/space.yaml", cwd=workdir)
     assert result.returncode == 2
     assert "space file no/such/space.yaml not found" in _one_error_line(result.stderr)
 
 
 def test_bad_storage_url(workdir: Path) -> None:
-    result = run_nas("search", "tiny", "--storage", "oracle://scott:tiger@db/x", cwd=workdir)
+    result = run_cli("search", "tiny", "--storage", "oracle://scott:tiger@db/x", cwd=workdir)
     assert result.returncode == 2
     line = _one_error_line(result.stderr)
     assert "unsupported database 'oracle'" in line
@@ -44,19 +45,19 @@ def test_bad_storage_url(workdir: Path) -> None:
 
 
 def test_storage_folder_missing(workdir: Path) -> None:
-    result = run_nas("search", "tiny", "--storage", "sqlite:///missing/dir/x.db", cwd=workdir)
+    result = run_cli("search", "tiny", "--storage", "sqlite:///missing/dir/x.db", cwd=workdir)
     assert result.returncode == 2
     assert "folder missing/dir does not exist" in _one_error_line(result.stderr)
 
 
 def test_unknown_option_is_one_line(workdir: Path) -> None:
-    result = run_nas("search", "tiny", "--trails", "3", cwd=workdir)
+    result = run_cli("search", "tiny", "--trails", "3", cwd=workdir)
     assert result.returncode == 2
     assert "--trails" in _one_error_line(result.stderr)
 
 
 def test_pareto_without_database_or_study(workdir: Path) -> None:
-    result = run_nas("pareto", "nothing", cwd=workdir)
+    result = run_cli("pareto", "nothing", cwd=workdir)
     assert result.returncode == 2
     assert "no database at nas.db" in _one_error_line(result.stderr)
     assert not (workdir / "nas.db").exists()
@@ -64,7 +65,7 @@ def test_pareto_without_database_or_study(workdir: Path) -> None:
 
 @pytest.mark.usefixtures("workdir")
 def test_debug_shows_traceback(workdir: Path) -> None:
-    result = run_nas("search", "nope.yaml", "--debug", cwd=workdir)
+    result = run_cli("search", "nope.yaml", "--debug", cwd=workdir)
     assert result.returncode == 2
     assert "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("Error: space file nope.yaml not found")
@@ -74,13 +75,11 @@ def test_errors_leave_an_existing_database_unchanged(finished_study: Path) -> No
     db = finished_study / "nas.db"
     before = _dump(db)
     changed = finished_study / "changed.yaml"
-    changed.write_text(
-        (Path(__file__).parents[1] / "spaces" / "tiny.yaml").read_text().replace("epochs: 3", "epochs: 4")
-    )
-    result = run_nas("search", str(changed), cwd=finished_study)
+    changed.write_text((REPO / "spaces" / "tiny.yaml").read_text().replace("epochs: 3", "epochs: 4"))
+    result = run_cli("search", str(changed), cwd=finished_study)
     assert result.returncode == 2
     assert "study 'tiny' was created from a different space" in _one_error_line(result.stderr)
-    result = run_nas("pareto", "nosuch", cwd=finished_study)
+    result = run_cli("pareto", "nosuch", cwd=finished_study)
     assert result.returncode == 2
     assert "study 'nosuch' not found in sqlite:///nas.db (studies there: tiny)" in _one_error_line(result.stderr)
     assert _dump(db) == before
@@ -96,14 +95,12 @@ def test_unavailable_sampler_and_precision_leave_no_database(workdir: Path) -> N
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        result = run_nas("search", "tiny", "--sampler", "gp", cwd=workdir)
+        result = run_cli("search", "tiny", "--sampler", "gp", cwd=workdir)
         assert result.returncode == 2
         assert "sampler 'gp' needs PyTorch" in _one_error_line(result.stderr)
     space = workdir / "half.yaml"
-    space.write_text(
-        (Path(__file__).parents[1] / "spaces" / "tiny.yaml").read_text() + "\ncompute:\n  precision: mixed_float16\n"
-    )
-    result = run_nas("search", str(space), cwd=workdir)
+    space.write_text((REPO / "spaces" / "tiny.yaml").read_text() + "\ncompute:\n  precision: mixed_float16\n")
+    result = run_cli("search", str(space), cwd=workdir)
     assert result.returncode == 2
     assert "compute.precision: nothing this CPU" in _one_error_line(result.stderr)
     assert not (workdir / "nas.db").exists()

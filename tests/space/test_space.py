@@ -11,6 +11,8 @@ import yaml
 from nas.errors import NasError
 from nas.search.space import load_space, preset_names, space_from_dict
 
+from ..helpers import REPO
+
 GOOD = """
 name: t
 model:
@@ -27,7 +29,7 @@ def good() -> dict:
 
 
 def test_examples_load() -> None:
-    examples = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
+    examples = sorted((REPO / "examples").glob("*.yaml"))
     assert examples
     for path in examples:
         assert load_space(str(path)).searchable(), path

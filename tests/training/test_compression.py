@@ -44,7 +44,7 @@ from nas.search.training import (
     train_and_evaluate,
 )
 
-from .conftest import run_nas
+from ..helpers import REPO, run_nas
 
 SPACE = """
 name: compress
@@ -152,7 +152,7 @@ def test_int8_is_close_to_float_at_about_a_quarter_of_the_size(digits: Dataset) 
 
 
 def test_int8_mobilenet_v2_is_about_a_quarter_of_float32(tmp_path: Path) -> None:
-    reference = Path(__file__).resolve().parents[1] / "spaces" / "reference" / "mobilenet_v2_1.0_224.yaml"
+    reference = REPO / "spaces" / "reference" / "mobilenet_v2_1.0_224.yaml"
     space = load_space(str(reference))
     model = build_model(space.candidate({}, num_classes=1000, channels=3), seed=0)
     calibration = np.random.default_rng(0).random((8, 224, 224, 3), dtype=np.float32)

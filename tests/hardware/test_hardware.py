@@ -36,6 +36,8 @@ from nas.search.space import MeasureSpec, load_space, space_from_dict
 from nas.search.training import precision_policy
 from nas.storage import MeasurementCache, open_storage, resolve_storage_url
 
+from ..helpers import REPO
+
 
 class Recorder(SearchEvents):
     def __init__(self) -> None:
@@ -135,14 +137,14 @@ def test_cache_hit_from_another_process(tmp_path: Path) -> None:
     db = tmp_path / "nas.db"
     code = (
         "import optuna\n"
-        "from tests.test_hardware import _candidate, _profiler\n"
+        "from tests.hardware.test_hardware import _candidate, _profiler\n"
         "from nas.search.nets.build import build_model\n"
         "from pathlib import Path\n"
         f"profiler = _profiler(Path({str(db)!r}))\n"
         "cost = profiler.measure(build_model(_candidate(), seed=0), precision='float32', xla=False)\n"
         "print(cost.primary.images_per_s)\n"
     )
-    repo = Path(__file__).parents[1]
+    repo = REPO
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     here = _profiler(db).measure(build_model(_candidate(), seed=1), precision="float32", xla=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_cli, run_nas
 
 
 def _external_resources(page: str) -> list[str]:
@@ -61,9 +61,9 @@ def test_report_renders_in_headless_chromium(finished_study: Path) -> None:
 
 
 def test_report_errors(finished_study: Path) -> None:
-    missing = run_nas("report", "nope", cwd=finished_study)
+    missing = run_cli("report", "nope", cwd=finished_study)
     assert missing.returncode == 2 and "study 'nope' not found" in missing.stderr
-    blocked = run_nas("report", "tiny", "--out", "/etc/hostname/r.html", cwd=finished_study)
+    blocked = run_cli("report", "tiny", "--out", "/etc/hostname/r.html", cwd=finished_study)
     assert blocked.returncode == 2 and blocked.stderr.startswith("Error: --out: cannot write")
 
 

@@ -11,7 +11,7 @@ import pytest
 from nas.errors import NasError
 from nas.search.workers import parse_gpus, plan_workers
 
-from .conftest import server_url
+from ..helpers import server_url
 
 
 def test_cores_are_split_into_disjoint_sets() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from .conftest import nas_env, run_nas, start_nas
+from ..helpers import nas_env, run_nas, start_nas
 
 
 def _study(folder: Path, name: str = "tiny") -> optuna.Study:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from .conftest import REPO, drop_study, run_nas, server_url, start_nas
+from ..helpers import REPO, drop_study, run_cli, run_nas, server_url, start_nas
 
 
 def _study(storage: str, name: str) -> optuna.Study:
@@ -247,15 +247,15 @@ def test_nas_worker_joins_a_study_and_finishes_its_budget(workdir: Path) -> None
 )
 def test_bad_worker_options(workdir: Path, args: list[str], message: str) -> None:
     if args[0] == "worker":
-        assert run_nas("search", "tiny", "--timeout", "0", cwd=workdir).returncode == 0
-    result = run_nas(*args, cwd=workdir)
+        assert run_cli("search", "tiny", "--timeout", "0", cwd=workdir).returncode == 0
+    result = run_cli(*args, cwd=workdir)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.stderr
 
 
 def test_worker_masks_the_password_of_its_storage(workdir: Path) -> None:
-    result = run_nas(
+    result = run_cli(
         "worker", "--study", "x", "--storage", "postgresql+psycopg://u:hunter2@127.0.0.1:1/db", cwd=workdir
     )
     assert result.returncode == 2

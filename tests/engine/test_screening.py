@@ -8,7 +8,7 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_nas
 
 
 def _space(folder: Path, name: str, constraints: dict[str, float]) -> Path:

@@ -19,7 +19,7 @@ from nas.errors import NasError
 from nas.search.data import Dataset, load_dataset, pipeline
 from nas.search.space import DatasetSpec
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_nas
 
 
 def _digits(classes: int = 3, per_class: int = 12) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_nas
 
 PRESETS = ["tiny", "mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from .conftest import REPO, nas_env
+from ..helpers import REPO, nas_env
 
 
 def _compare() -> ModuleType:

@@ -24,7 +24,7 @@ from nas.search.nets import (
 )
 from nas.search.space import load_space, space_from_dict
 
-from .conftest import REPO, run_nas
+from ..helpers import REPO, run_nas
 
 FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 

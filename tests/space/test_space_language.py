@@ -17,10 +17,9 @@ from nas.search.cli import main
 from nas.search.nets import plan_network, space_size
 from nas.search.space import parse_bytes, parse_count, space_from_dict
 
+from ..helpers import REPO
 from .test_space import BAD as BASIC_BAD
 from .test_space import _set, good
-
-REPO = Path(__file__).resolve().parents[1]
 
 BASE = """
 name: lang
