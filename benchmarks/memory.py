@@ -4,8 +4,8 @@
 
 Each variant runs in its own process and, per trial, builds a candidate of the `tiny`
 preset, measures it, trains it for 3 epochs and then releases Keras/TensorFlow state the
-way search/trial.py does (`keras.backend.clear_session(free_memory=True)`, `gc.collect()`).
-Variants: nas' own training loop (search/train.py) and Keras' `model.fit`. Prints the
+way search/engine/trial.py does (`keras.backend.clear_session(free_memory=True)`, `gc.collect()`).
+Variants: nas' own training loop (search/training/train.py) and Keras' `model.fit`. Prints the
 resident set size after each trial and the growth per trial (least-squares slope over the
 second half).
 """

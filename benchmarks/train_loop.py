@@ -2,7 +2,7 @@
 
     python benchmarks/train_loop.py [--models 3] [--epochs 3]
 
-Each model is trained once with Keras' `fit` and once with nas' loop (search/train.py), in
+Each model is trained once with Keras' `fit` and once with nas' loop (search/training/train.py), in
 this process, alternating, and the script prints the time to the end of the first epoch
 (where graph building lands) and the mean time of the later epochs, with ratios.
 """

@@ -27,6 +27,7 @@ import optuna
 from nas.errors import NasError
 from nas.search import runtime
 from nas.search.engine import SearchEvents, SearchOptions, TrialReport, load_existing_study
+from nas.search.records import StoppedBy
 from nas.search.results import pareto_records
 from nas.search.space import load_space, space_from_dict
 from nas.storage import open_storage, resolve_storage_url
@@ -160,7 +161,7 @@ def search(
     from nas.search.engine import run_search
 
     outcome = run_search(loaded, options, _Callback(on_trial))
-    if outcome.stopped_by == "failures":
+    if outcome.stopped_by == StoppedBy.FAILURES:
         raise NasError(f"stopped after {options.max_consecutive_failures} failed trials in a row")
     return Study(options.study_name, url.raw)
 

@@ -20,6 +20,7 @@ from nas.search.data import Dataset, delivery_rate, load_dataset
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
+from nas.search.engine.optuna_private import trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.study import (
@@ -175,7 +176,7 @@ class _TrialLoop:
             if complete + running >= self.options.trials:
                 return None, False  # the rest is running elsewhere: wait for it, or for it to die
             trial = with_lock_retries(self.study.ask)
-            self.storage.record_heartbeat(trial._trial_id)
+            self.storage.record_heartbeat(trial_id(trial))
             trial.set_user_attr(TrialAttr.WORKER, self.identity)
             return trial, False
 
@@ -216,7 +217,7 @@ class _TrialLoop:
         study = self.study
         try:
             self.events.trial_started(trial.number)
-            with Heartbeat(self.storage, trial._trial_id, HEARTBEAT_INTERVAL_S):
+            with Heartbeat(self.storage, trial_id(trial), HEARTBEAT_INTERVAL_S):
                 outcome = self.runner.run(trial)
         except KeyboardInterrupt:
             with no_interrupts():

@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.engine.liveness import WorkerIdentity
+from nas.search.engine.optuna_private import stale_trial_ids, study_storage, trial_id
 from nas.search.records import TrialAttr
 
 log = logging.getLogger("nas")
@@ -28,25 +29,11 @@ def requeue(study: optuna.Study, trial: FrozenTrial, *, count_retry: bool = True
     return True
 
 
-def _stale_heartbeat_ids(study: optuna.Study) -> set[int]:
-    storage = study._storage
-    # Optuna exposes staleness only through fail_stale_trials(), which fails trials without a
-    # chance to record why; its own query is what we need, so we call it and tolerate change.
-    finder = getattr(storage, "_get_stale_trial_ids", None)
-    if finder is None:
-        return set()
-    try:
-        return set(finder(study._study_id))
-    except Exception as exc:
-        log.debug("stale heartbeat query failed: %s", exc)
-        return set()
-
-
 def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str | None:
     worker = WorkerIdentity.from_attr(trial.user_attrs.get(TrialAttr.WORKER))
     if worker is not None and worker.is_gone():
         return f"worker process {worker.pid} on {worker.host} ended while the trial was running"
-    if trial._trial_id in stale:
+    if trial_id(trial) in stale:
         where = f"{worker.host}:{worker.pid}" if worker else "unknown worker"
         return f"no heartbeat for over {grace_s:.0f} s (worker {where} lost)"
     if worker is None and trial.datetime_start is not None:
@@ -59,8 +46,8 @@ def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str |
 
 def recover_orphans(study: optuna.Study, grace_s: float) -> list[str]:
     """Fail every RUNNING trial whose worker is gone and queue it again; returns what was done."""
-    stale = _stale_heartbeat_ids(study)
-    storage = study._storage
+    stale = stale_trial_ids(study) or set()
+    storage = study_storage(study)
     done = []
     # Unfiltered: served from Optuna's cache of finished trials, unlike a state filter.
     running = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
@@ -69,8 +56,8 @@ def recover_orphans(study: optuna.Study, grace_s: float) -> list[str]:
         if reason is None:
             continue
         try:
-            storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
-            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+            storage.set_trial_user_attr(trial_id(trial), TrialAttr.FAIL_REASON, reason)
+            if not storage.set_trial_state_values(trial_id(trial), TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # another worker recovered it first

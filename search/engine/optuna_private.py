@@ -1,0 +1,38 @@
+"""Every use of Optuna's private API, in one place, so an Optuna upgrade is checked here.
+
+We drive trials with ask/tell from several processes and must (a) record heartbeats and fail
+orphaned trials with a reason, which needs a trial's storage id, and (b) find trials with a
+stale heartbeat, which Optuna only offers through fail_stale_trials() (it fails them without
+a chance to say why). Pinned to Optuna 5 (pyproject); the engine's tests exercise each call.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import optuna
+from optuna.trial import FrozenTrial
+
+log = logging.getLogger("nas")
+
+
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """The storage's id of a trial (Trial and FrozenTrial keep it private)."""
+    return int(trial._trial_id)
+
+
+def study_storage(study: optuna.Study) -> optuna.storages.BaseStorage:
+    return study._storage
+
+
+def stale_trial_ids(study: optuna.Study) -> set[int] | None:
+    """Ids of RUNNING trials whose heartbeat is older than the storage's grace period; None
+    when this storage or Optuna version cannot tell (the caller says so)."""
+    finder = getattr(study._storage, "_get_stale_trial_ids", None)
+    if finder is None:
+        return None
+    try:
+        return set(finder(study._study_id))
+    except Exception as exc:  # a private call: any failure means "cannot tell", never a crash
+        log.warning("could not query stale heartbeats: %s", exc)
+        return None
