@@ -9,6 +9,8 @@ real Keras models on scikit-learn's digits for the ordinary workflow.
 from __future__ import annotations
 
 import re
+import runpy
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -140,7 +142,7 @@ def test_several_objectives_give_the_front_best_first(tmp_path: Path) -> None:
         tmp_path,
         max_trials=10,
         objective=[MAX, keras_tuner.Objective("cost", "min")],
-        formula=lambda v: {"score": v["x"], "cost": v["y"]},
+        formula=lambda v: {"score": v["y"], "cost": v["x"]},
     )
     both.search(verbose=0)
     trials = list(both.oracle.trials.values())
@@ -151,9 +153,10 @@ def test_several_objectives_give_the_front_best_first(tmp_path: Path) -> None:
         return any(s2 >= s and c2 <= c and (s2, c2) != (s, c) for s2, c2 in point.values())
 
     expected = sorted((t for t in point if not dominated(t)), key=lambda t: -point[t][0])
-    assert 1 < len(expected) < len(trials)
+    assert 1 < len(expected) < len(trials) and expected != sorted(expected)  # not simply in trial order
     assert [t.trial_id for t in both.oracle.get_best_trials()] == expected
-    assert [t.trial_id for t in both.oracle.get_best_trials(2)] == expected[:2]
+    assert [t.trial_id for t in both.oracle.get_best_trials(1)] == expected[:1]
+    assert [t.trial_id for t in both.oracle.get_best_trials(len(expected) - 1)] == expected[:-1]
     numbers = both.oracle.optuna_numbers
     assert sorted(numbers[t] for t in expected) == sorted(t.number for t in load(tmp_path).best_trials)
 
@@ -167,9 +170,11 @@ def test_a_finite_space_is_used_up_without_repeats(tmp_path: Path) -> None:
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len({tuple(sorted(t.params.items())) for t in complete}) == len(complete) == 6
     assert all("rate" not in t.params for t in complete if not t.params["flag"])
-    # Proposals that repeated a tried configuration were not run: failed, saying so.
+    # Proposals that repeated a tried configuration were not run: failed, saying so. At most
+    # one per trial (the next proposal is an untried configuration), none once it is used up.
     others = [t for t in study.trials if t.state != TrialState.COMPLETE]
     assert all(t.state == TrialState.FAIL and "keras_tuner_duplicate_of" in t.user_attrs for t in others)
+    assert len(others) < 6
 
 
 def test_resume_continues_the_sampler_instead_of_replaying_it(tmp_path: Path) -> None:
@@ -221,6 +226,13 @@ def test_overwrite_discards_the_old_study(tmp_path: Path) -> None:
     tuner(tmp_path, max_trials=1, project="other").search(verbose=0)
     with pytest.raises(ValueError, match="other projects"):
         tuner(tmp_path, max_trials=2, overwrite=True).search(verbose=0)
+
+
+def test_resuming_a_project_whose_study_is_gone_is_refused(tmp_path: Path) -> None:
+    tuner(tmp_path, max_trials=2).search(verbose=0)
+    optuna.delete_study(study_name="s", storage=storage_url(tmp_path))
+    with pytest.raises(RuntimeError, match="no longer holds them"):
+        tuner(tmp_path, max_trials=3)
 
 
 def test_reopening_a_study_checks_directions_and_objectives(tmp_path: Path) -> None:
@@ -303,7 +315,7 @@ def test_best_so_far_is_shown_up_to_date(tmp_path: Path, capsys: pytest.CaptureF
     tuner(tmp_path, max_trials=5).search(verbose=1)
     out = capsys.readouterr().out
     shown = [float(v) for v in re.findall(r"^score: (\S+)$", out, re.M)]
-    best = [float(v) for v in re.findall(r"^Best score So Far: (\S+)$", out, re.M)]
+    best = [None if v == "None" else float(v) for v in re.findall(r"^Best score So Far: (\S+)$", out, re.M)]
     assert len(shown) == len(best) == 5
     assert best == [max(shown[: i + 1]) for i in range(5)]
 
@@ -346,10 +358,7 @@ def test_the_keras_tuner_workflow_on_real_models(tmp_path: Path, capsys: pytest.
     first.results_summary(2)
     summary = capsys.readouterr().out
     assert "Showing 2 best trials" in summary and all(f"Trial {t.trial_id} summary" in summary for t in best)
-    study = load(tmp_path, "digits")
-    for trial in first.oracle.trials.values():
-        told = study.trials[first.oracle.optuna_numbers[trial.trial_id]]
-        assert told.params == trial.hyperparameters.values and told.values == [trial.score]
+    assert_told(first.oracle, load(tmp_path, "digits"))
 
     again = keras_tuner_for(10)  # overwrite=False: reloads the project and the study
     assert len(again.oracle.trials) == 3
@@ -357,3 +366,26 @@ def test_the_keras_tuner_workflow_on_real_models(tmp_path: Path, capsys: pytest.
     again.search(**data)  # 4 configurations in all: the fourth runs, then the space is used up
     assert len(again.oracle.trials) == 4
     assert [t.state for t in load(tmp_path, "digits").trials].count(TrialState.COMPLETE) == 4
+    assert_told(again.oracle, load(tmp_path, "digits"))
+
+
+def assert_told(oracle: OptunaOracle, study: optuna.Study) -> None:
+    """Each KerasTuner trial is its own Optuna trial, with its values and its score."""
+    assert len(set(oracle.optuna_numbers.values())) == len(oracle.trials)
+    for trial in oracle.trials.values():
+        told = study.trials[oracle.optuna_numbers[trial.trial_id]]
+        assert told.params == trial.hyperparameters.values and told.values == [trial.score]
+
+
+def test_the_example_script_runs_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "keras_tuner_oracle.py")
+    monkeypatch.chdir(tmp_path)
+    for trials in (1, 2):
+        monkeypatch.setattr(sys, "argv", [example, "--trials", str(trials), "--storage", "sqlite:///kt.db"])
+        runpy.run_path(example, run_name="__main__")
+        study = optuna.load_study(study_name="keras-tuner-digits", storage="sqlite:///kt.db")
+        assert [t.state for t in study.trials] == [TrialState.COMPLETE] * trials
+    front = [line for line in capsys.readouterr().out.splitlines() if line.startswith("front: ")]
+    assert len(front) >= 2  # one line per front trial, after each run
