@@ -54,20 +54,17 @@ from keras_tuner.src.engine import trial as trial_module
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.engine import make_sampler
+from nas.search.records import TunerAttr
 from nas.storage import StorageURL, open_storage, resolve_storage_url, study_lock, with_lock_retries
 
 __all__ = ["OptunaOracle"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Study and trial attributes this oracle writes.
-STUDY_MARK = "keras_tuner_oracle"  # the study was made by (or adopted by) OptunaOracle
-STUDY_OPENINGS = "keras_tuner_openings"  # how many oracles have opened it: seeds samplers apart
-TRIAL_ID = "keras_tuner_trial"
-TRIAL_PROJECT = "keras_tuner_project"
-TRIAL_DUPLICATE = "keras_tuner_duplicate_of"
-TRIAL_FAILED_ATTEMPTS = "keras_tuner_failed_attempts"
-TRIAL_LAST_ERROR = "keras_tuner_last_error"
+# The study and trial attributes this oracle writes are declared in nas.search.records.
+STUDY_MARK, STUDY_OPENINGS = TunerAttr.STUDY_MARK, TunerAttr.STUDY_OPENINGS
+TRIAL_ID, TRIAL_PROJECT, TRIAL_DUPLICATE = TunerAttr.TRIAL_ID, TunerAttr.TRIAL_PROJECT, TunerAttr.TRIAL_DUPLICATE
+TRIAL_FAILED_ATTEMPTS, TRIAL_LAST_ERROR = TunerAttr.TRIAL_FAILED_ATTEMPTS, TunerAttr.TRIAL_LAST_ERROR
 
 # One lock per database for creating the schema and creating, checking or deleting studies:
 # tuners started together on a new SQLite file otherwise race on CREATE TABLE.

@@ -52,6 +52,18 @@ class TrialAttr(StrEnum):
     RETRIES = "retries"  # on a queued retry: how many retries of the original trial so far
 
 
+class TunerAttr(StrEnum):
+    """Attributes `nas.tuner.OptunaOracle` writes (KerasTuner projects kept in an Optuna study)."""
+
+    STUDY_MARK = "keras_tuner_oracle"  # study: made (or adopted) by OptunaOracle
+    STUDY_OPENINGS = "keras_tuner_openings"  # study: oracles that opened it; seeds samplers apart
+    TRIAL_ID = "keras_tuner_trial"  # KerasTuner's trial id
+    TRIAL_PROJECT = "keras_tuner_project"  # the KerasTuner project (directory/name) the trial is of
+    TRIAL_DUPLICATE = "keras_tuner_duplicate_of"  # a proposal not run: it repeats this trial
+    TRIAL_FAILED_ATTEMPTS = "keras_tuner_failed_attempts"  # crashed attempts before the told one
+    TRIAL_LAST_ERROR = "keras_tuner_last_error"  # last line of the last crashed attempt
+
+
 class Screened(StrEnum):
     """Which constraint check rejected a trial before training."""
 
