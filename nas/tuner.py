@@ -61,10 +61,6 @@ __all__ = ["OptunaOracle"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# The study and trial attributes this oracle writes are declared in nas.search.records.
-STUDY_MARK, STUDY_OPENINGS = TunerAttr.STUDY_MARK, TunerAttr.STUDY_OPENINGS
-TRIAL_ID, TRIAL_PROJECT, TRIAL_DUPLICATE = TunerAttr.TRIAL_ID, TunerAttr.TRIAL_PROJECT, TunerAttr.TRIAL_DUPLICATE
-TRIAL_FAILED_ATTEMPTS, TRIAL_LAST_ERROR = TunerAttr.TRIAL_FAILED_ATTEMPTS, TunerAttr.TRIAL_LAST_ERROR
 
 # One lock per database for creating the schema and creating, checking or deleting studies:
 # tuners started together on a new SQLite file otherwise race on CREATE TABLE.
@@ -242,8 +238,8 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
                 self._check_study(study)
             if resumed:
                 self._check_resumed(study, project)
-            openings = int(study.user_attrs.get(STUDY_OPENINGS, 0))
-            study.set_user_attr(STUDY_OPENINGS, openings + 1)
+            openings = int(study.user_attrs.get(TunerAttr.STUDY_OPENINGS, 0))
+            study.set_user_attr(TunerAttr.STUDY_OPENINGS, openings + 1)
             # Continue the sampler instead of replaying it: a new seed per opening, apart from
             # every earlier one and from tuners opening the study at the same time.
             study.sampler = make_sampler(
@@ -266,9 +262,9 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
 
     def _discard_earlier_run(self, study: optuna.Study, project: str) -> bool:
         trials = study.get_trials(deepcopy=False)
-        if not any(t.user_attrs.get(TRIAL_PROJECT) == project for t in trials):
+        if not any(t.user_attrs.get(TunerAttr.TRIAL_PROJECT) == project for t in trials):
             return False
-        others = sorted({str(t.user_attrs.get(TRIAL_PROJECT, "no project")) for t in trials} - {project})
+        others = sorted({str(t.user_attrs.get(TunerAttr.TRIAL_PROJECT, "no project")) for t in trials} - {project})
         if others:
             raise ValueError(
                 f"study '{self.study_name}' holds trials of this project's earlier run and of "
@@ -281,7 +277,7 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
     def _check_study(self, study: optuna.Study) -> None:
         name = self.study_name
         trials = study.get_trials(deepcopy=False)
-        ours = STUDY_MARK in study.user_attrs or any(TRIAL_ID in t.user_attrs for t in trials)
+        ours = TunerAttr.STUDY_MARK in study.user_attrs or any(TunerAttr.TRIAL_ID in t.user_attrs for t in trials)
         if not ours and (trials or "space" in study.user_attrs):
             raise ValueError(f"study '{name}' was not made by OptunaOracle (by `nas search`?); choose another name")
         if study.directions != self.directions:
@@ -294,13 +290,13 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
                 study.set_metric_names(self.objective_names)
         elif study.metric_names != self.objective_names:
             raise ValueError(f"study '{name}' has objectives {study.metric_names}, not {self.objective_names}")
-        if STUDY_MARK not in study.user_attrs:
-            study.set_user_attr(STUDY_MARK, True)
+        if TunerAttr.STUDY_MARK not in study.user_attrs:
+            study.set_user_attr(TunerAttr.STUDY_MARK, True)
 
     def _check_resumed(self, study: optuna.Study, project: str) -> None:
         trials = study.get_trials(deepcopy=False)
         for trial_id, number in self.optuna_numbers.items():
-            if number >= len(trials) or trials[number].user_attrs.get(TRIAL_ID) != trial_id:
+            if number >= len(trials) or trials[number].user_attrs.get(TunerAttr.TRIAL_ID) != trial_id:
                 raise RuntimeError(
                     f"project {project} ran its trials in study '{self.study_name}', which no longer "
                     f"holds them ({self.url}); pass overwrite=True to the Tuner to start again"
@@ -324,7 +320,7 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
         untried = None if configurations is None else [c for c in configurations if not self._duplicate(c)]
         if untried == []:
             return stopped  # the space is used up
-        attrs = {TRIAL_ID: trial_id, TRIAL_PROJECT: self._project()}
+        attrs = {TunerAttr.TRIAL_ID: trial_id, TunerAttr.TRIAL_PROJECT: self._project()}
         for _ in range(self._max_collisions + 1):
             trial = with_lock_retries(study.ask)
             for key, value in attrs.items():
@@ -335,7 +331,7 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
                 return {"status": trial_module.TrialStatus.RUNNING, "values": values}
             # Already tried: not run. Recorded as failed so it leaves the sampler's history.
             twin = next((t for t, n in self.optuna_numbers.items() if self._id_to_hash[t] == self._hash(values)), "?")
-            trial.set_user_attr(TRIAL_DUPLICATE, twin)
+            trial.set_user_attr(TunerAttr.TRIAL_DUPLICATE, twin)
             with_lock_retries(study.tell, trial, state=TrialState.FAIL)
             if untried:
                 # A finite space: the next trial takes an untried configuration, so the
@@ -379,16 +375,18 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
                 with_lock_retries(self.study.tell, frozen.number, values)
                 return
         if trial.message:
-            self._set_attr(frozen, TRIAL_LAST_ERROR, trial.message.strip().splitlines()[-1])
+            self._set_attr(frozen, TunerAttr.TRIAL_LAST_ERROR, trial.message.strip().splitlines()[-1])
         with_lock_retries(self.study.tell, frozen.number, state=TrialState.FAIL)
 
     def _record_attempt(self, trial: Any) -> None:
         frozen = self._frozen(trial.trial_id)
         if frozen is None or frozen.state != TrialState.RUNNING:
             return
-        self._set_attr(frozen, TRIAL_FAILED_ATTEMPTS, int(frozen.user_attrs.get(TRIAL_FAILED_ATTEMPTS, 0)) + 1)
+        self._set_attr(
+            frozen, TunerAttr.TRIAL_FAILED_ATTEMPTS, int(frozen.user_attrs.get(TunerAttr.TRIAL_FAILED_ATTEMPTS, 0)) + 1
+        )
         if trial.message:
-            self._set_attr(frozen, TRIAL_LAST_ERROR, trial.message.strip().splitlines()[-1])
+            self._set_attr(frozen, TunerAttr.TRIAL_LAST_ERROR, trial.message.strip().splitlines()[-1])
 
     def _set_attr(self, frozen: FrozenTrial, key: str, value: Any) -> None:
         # Through the storage: an optuna.Trial object would run the sampler's before_trial.
