@@ -320,7 +320,7 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
         untried = None if configurations is None else [c for c in configurations if not self._duplicate(c)]
         if untried == []:
             return stopped  # the space is used up
-        attrs = {TunerAttr.TRIAL_ID: trial_id, TunerAttr.TRIAL_PROJECT: self._project()}
+        attrs: dict[str, Any] = {TunerAttr.TRIAL_ID: trial_id, TunerAttr.TRIAL_PROJECT: self._project()}
         for _ in range(self._max_collisions + 1):
             trial = with_lock_retries(study.ask)
             for key, value in attrs.items():

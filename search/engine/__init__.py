@@ -11,29 +11,29 @@ if TYPE_CHECKING:
     from nas.search.engine.loop import SearchOutcome as SearchOutcome
     from nas.search.engine.loop import run_search as run_search
     from nas.search.engine.loop import run_worker as run_worker
+    from nas.search.engine.options import SearchOptions as SearchOptions
     from nas.search.engine.recovery import recover_orphans as recover_orphans
+    from nas.search.engine.samplers import make_sampler as make_sampler
     from nas.search.engine.study import JoinedStudy as JoinedStudy
-    from nas.search.engine.study import SearchOptions as SearchOptions
     from nas.search.engine.study import counts as counts
     from nas.search.engine.study import join_study as join_study
     from nas.search.engine.study import load_existing_study as load_existing_study
-    from nas.search.engine.study import make_sampler as make_sampler
     from nas.search.engine.study import prepare_study as prepare_study
     from nas.search.engine.study import restrict_to_device as restrict_to_device
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "options": ["SearchOptions"],
+        "samplers": ["make_sampler"],
         "events": ["SearchEvents", "TrialReport"],
         "loop": ["SearchOutcome", "run_search", "run_worker"],
         "recovery": ["recover_orphans"],
         "study": [
             "JoinedStudy",
-            "SearchOptions",
             "counts",
             "join_study",
             "load_existing_study",
-            "make_sampler",
             "prepare_study",
             "restrict_to_device",
         ],

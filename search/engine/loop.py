@@ -20,18 +20,12 @@ from nas.search.data import Dataset, delivery_rate, load_dataset
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
+from nas.search.engine.options import SearchOptions
 from nas.search.engine.optuna_private import trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
-from nas.search.engine.study import (
-    JoinedStudy,
-    SearchOptions,
-    counts,
-    make_sampler,
-    prepare_study,
-    restrict_to_device,
-    worker_sampler,
-)
+from nas.search.engine.samplers import make_sampler, worker_sampler
+from nas.search.engine.study import JoinedStudy, counts, prepare_study, restrict_to_device
 from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import HardwareProfiler, describe_device
 from nas.search.records import StoppedBy, StudyAttr, TrialAttr

@@ -1,10 +1,10 @@
-"""Opening a study and the settings its workers share; no TensorFlow here, so the parent of a
-pool of workers stays small."""
+"""Opening, preparing and joining a study; no TensorFlow here, so the parent of a pool of
+workers stays small."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -13,62 +13,14 @@ from optuna.trial import TrialState
 from nas import __version__
 from nas.errors import NasError
 from nas.search.engine.events import SearchEvents
+from nas.search.engine.options import SearchOptions
 from nas.search.engine.recovery import recover_orphans
+from nas.search.engine.samplers import make_sampler
 from nas.search.hardware import device_label, unsupported_precisions
-from nas.search.records import SamplerName, StudyAttr, choices
+from nas.search.records import StudyAttr
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S
-
-MAX_CONSECUTIVE_FAILURES = 5
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    storage: StorageURL
-    study_name: str
-    trials: int
-    sampler: str
-    seed: int
-    timeout: float | None = None
-    max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
-    cache: bool = True  # reuse measurements of the same network on the same device
-    screening: bool = True  # reject infeasible candidates before training
-    keep_weights: bool = True  # store each finished trial's trained model
-    keep_top_k: int = 0  # besides the Pareto front, keep the weights of the k most accurate
-    artifacts: str | None = None  # where weights go on this machine (default: beside the database)
-
-    def shared(self) -> dict[str, Any]:
-        """What every worker of the study must agree on, stored on the study."""
-        out = asdict(self)
-        for local in ("storage", "study_name", "trials", "timeout", "artifacts"):
-            out.pop(local)
-        return out
-
-
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    if name == SamplerName.TPE:
-        # constant_liar: trials running in parallel workers count as pessimistic results, so
-        # workers do not all propose the same point.
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-    if name == SamplerName.NSGA2:
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == SamplerName.RANDOM:
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == SamplerName.GP:
-        try:
-            import torch  # noqa: F401  (GPSampler's dependency)
-        except ImportError:
-            raise NasError("sampler 'gp' needs PyTorch: pip install torch (or use tpe or nsga2)") from None
-        return optuna.samplers.GPSampler(seed=seed)
-    raise NasError(f"unknown sampler '{name}' (use {choices(SamplerName)})")
-
-
-def worker_sampler(name: str, seed: int, worker_index: int, trials_so_far: int) -> optuna.samplers.BaseSampler:
-    """A sampler seeded apart from every other worker's and from earlier runs of this one:
-    workers with one seed would propose identical points (a known NSGA-II pitfall), and a
-    resumed sampler with the same seed would replay its first proposals."""
-    return make_sampler(name, seed + 7919 * worker_index + trials_so_far)
 
 
 def counts(study: optuna.Study) -> tuple[int, int]:
