@@ -43,3 +43,10 @@ def finished_study(_tiny_study_dir: tuple[Path, subprocess.CompletedProcess[str]
     for path in source.glob("nas.db*"):
         shutil.copy2(path, tmp_path / path.name)
     return tmp_path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the session's finished study waits for a real 3-trial search."""
+    for item in items:
+        if {"finished_study", "finished_run"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -33,6 +33,7 @@ def test_hypervolume_of_known_fronts() -> None:
     assert hv([(0.9, 3.5), (0.5, 4.0), (0.4, 3.2), (0.99, 2.0)]) == pytest.approx(0.7)
 
 
+@pytest.mark.slow
 def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     out, png = tmp_path / "compare.json", tmp_path / "hv.png"
     result = subprocess.run(

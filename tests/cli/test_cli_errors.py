@@ -71,6 +71,7 @@ def test_debug_shows_traceback(workdir: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].startswith("Error: space file nope.yaml not found")
 
 
+@pytest.mark.slow
 def test_errors_leave_an_existing_database_unchanged(finished_study: Path) -> None:
     db = finished_study / "nas.db"
     before = _dump(db)

@@ -221,6 +221,7 @@ def _folder_space(folder: Path, images: Path, **dataset: Any) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_search_on_an_image_folder(workdir: Path) -> None:
     images = _write_folder(workdir / "images")
     space = _folder_space(workdir, images)
@@ -243,6 +244,7 @@ def test_search_on_an_image_folder(workdir: Path) -> None:
     json.dumps(trial.user_attrs)  # all plain data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("dataset", "message"),
     [

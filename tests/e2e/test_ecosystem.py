@@ -33,6 +33,7 @@ def _external_resources(page: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_with_every_trial(finished_study: Path) -> None:
     result = run_nas("report", "tiny", "--out", "out/report.html", "--png", cwd=finished_study)
     assert result.returncode == 0, result.stderr
@@ -102,6 +103,7 @@ def test_optuna_dashboard_serves_the_study(finished_study: Path) -> None:
         server.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_optuna_cli_reads_the_study(finished_study: Path) -> None:
     cli = shutil.which("optuna") or str(Path(sys.executable).parent / "optuna")
     args = ["--study-name", "tiny", "--storage", "sqlite:///nas.db", "--format", "json"]
@@ -112,6 +114,7 @@ def test_optuna_cli_reads_the_study(finished_study: Path) -> None:
     assert sorted(t["number"] for t in json.loads(best.stdout)) == sorted(t.number for t in front)
 
 
+@pytest.mark.slow
 def test_listings_have_json(finished_study: Path) -> None:
     status = json.loads(run_nas("status", "--format", "json", cwd=finished_study).stdout)
     assert status["studies"][0]["study"] == "tiny" and status["studies"][0]["finished"] == 3
@@ -121,6 +124,7 @@ def test_listings_have_json(finished_study: Path) -> None:
     assert shown["name"] == "tiny"
 
 
+@pytest.mark.slow
 def test_keras_tuner_runs_on_the_optuna_oracle_and_resumes(tmp_path: Path) -> None:
     example = REPO / "examples" / "keras_tuner_oracle.py"
     storage = f"sqlite:///{tmp_path / 'kt.db'}"
@@ -149,6 +153,7 @@ def test_keras_tuner_runs_on_the_optuna_oracle_and_resumes(tmp_path: Path) -> No
         assert len(printed) == len(study.best_trials)
 
 
+@pytest.mark.slow
 def test_python_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
 

@@ -15,6 +15,7 @@ from ..helpers import REPO, run_nas
 PRESETS = ["tiny", "mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_runs_a_3_trial_search(workdir: Path, preset: str) -> None:
     data = yaml.safe_load((REPO / "spaces" / f"{preset}.yaml").read_text())

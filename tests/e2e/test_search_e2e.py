@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from ..helpers import nas_env, run_nas, start_nas
@@ -88,6 +89,7 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert noise not in finished_run.stderr + finished_run.stdout
 
 
+@pytest.mark.slow
 def test_rerun_reports_budget_complete(finished_study: Path) -> None:
     result = run_nas("search", "tiny", "--trials", "3", cwd=finished_study)
     assert result.returncode == 0, result.stderr
@@ -95,6 +97,7 @@ def test_rerun_reports_budget_complete(finished_study: Path) -> None:
     assert len(_study(finished_study).trials) == 3
 
 
+@pytest.mark.slow
 def test_resume_after_simulated_crash(finished_study: Path) -> None:
     # A worker that asked for a trial, sampled it, recorded itself and died without a word.
     crash = (
@@ -128,6 +131,7 @@ def test_resume_after_simulated_crash(finished_study: Path) -> None:
     assert {n: v for n, v in ((t.number, t.values) for t in study.trials) if n in before} == before
 
 
+@pytest.mark.slow
 def test_kill_9_mid_trial_then_resume(finished_study: Path) -> None:
     process = start_nas("search", "tiny", "--trials", "5", cwd=finished_study)
     victim = _wait_for_running_trial(finished_study, process, after=4, phase="measure")
@@ -147,6 +151,7 @@ def test_kill_9_mid_trial_then_resume(finished_study: Path) -> None:
     assert _states(study) == {"COMPLETE": 5, "FAIL": 1}
 
 
+@pytest.mark.slow
 def test_first_ctrl_c_lets_the_running_trial_finish(finished_study: Path) -> None:
     process = start_nas("search", "tiny", "--trials", "5", cwd=finished_study)
     running = _wait_for_running_trial(finished_study, process, after=3, phase="build")
@@ -160,6 +165,7 @@ def test_first_ctrl_c_lets_the_running_trial_finish(finished_study: Path) -> Non
     assert _states(study) == {"COMPLETE": 4}
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_fails_and_requeues_the_running_trial(finished_study: Path) -> None:
     process = start_nas("search", "tiny", "--trials", "4", cwd=finished_study)
     victim = _wait_for_running_trial(finished_study, process, after=3, phase="build")
@@ -185,6 +191,7 @@ def test_second_ctrl_c_fails_and_requeues_the_running_trial(finished_study: Path
     assert study.trials[-1].params == victim.params
 
 
+@pytest.mark.slow
 def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
     ours = run_nas("pareto", "tiny", "--format", "json", cwd=finished_study)
     assert ours.returncode == 0, ours.stderr
@@ -224,6 +231,7 @@ def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
     assert status.returncode == 0 and "tiny" in status.stdout
 
 
+@pytest.mark.slow
 def test_second_study_reuses_measurements_of_the_first(finished_study: Path) -> None:
     def hits() -> int:
         status = run_nas("status", cwd=finished_study)

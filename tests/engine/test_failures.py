@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from optuna.trial import TrialState
 
 from nas.search import runtime
@@ -21,6 +22,7 @@ from nas.search.space import load_space
 from nas.storage import resolve_storage_url
 
 
+@pytest.mark.slow
 def test_failing_trials_are_recorded_and_the_search_stops_after_a_run_of_them(tmp_path: Path) -> None:
     space = load_space("tiny")
     good = load_dataset(space.spec.dataset)

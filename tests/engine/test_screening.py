@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 from optuna.trial import TrialState
 
@@ -24,6 +25,7 @@ def _trials(folder: Path, name: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{folder / 'nas.db'}").trials
 
 
+@pytest.mark.slow
 def test_measured_constraint_screens_before_training(workdir: Path) -> None:
     space = _space(workdir, "fast-only", {"min_throughput": 1e12})
     result = run_nas("search", str(space), "--trials", "2", cwd=workdir)
@@ -43,6 +45,7 @@ def test_measured_constraint_screens_before_training(workdir: Path) -> None:
     assert pareto.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_static_constraint_screens_before_measuring(workdir: Path) -> None:
     space = _space(workdir, "small-only", {"max_params": 100, "max_latency_ms": 1000.0})
     result = run_nas("search", str(space), "--trials", "2", cwd=workdir)
@@ -55,6 +58,7 @@ def test_static_constraint_screens_before_measuring(workdir: Path) -> None:
         assert t.constraints["max_params"] > 0
 
 
+@pytest.mark.slow
 def test_feasible_trials_record_satisfied_constraints(workdir: Path) -> None:
     space = _space(workdir, "loose", {"max_params": 10_000_000, "max_latency_ms": 10_000.0, "min_throughput": 1.0})
     result = run_nas("search", str(space), "--trials", "1", cwd=workdir)

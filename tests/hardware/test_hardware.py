@@ -113,6 +113,7 @@ def _profiler(db: Path, **spec: object) -> HardwareProfiler:
     return HardwareProfiler(measure, MeasurementCache(storage.engine))
 
 
+@pytest.mark.slow
 def test_cache_hit_and_miss(tmp_path: Path) -> None:
     db = tmp_path / "nas.db"
     candidate = _candidate()
@@ -133,6 +134,7 @@ def test_cache_hit_and_miss(tmp_path: Path) -> None:
     assert stats.entries == 4 and stats.hits == 2 and stats.seconds_saved > 0
 
 
+@pytest.mark.slow
 def test_cache_hit_from_another_process(tmp_path: Path) -> None:
     db = tmp_path / "nas.db"
     code = (

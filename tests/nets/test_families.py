@@ -29,6 +29,7 @@ from ..helpers import REPO, run_nas
 FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("preset", "reference"),
     [("mobilenet_v2_1.0_224", "MobileNetV2"), ("efficientnet_b0", "EfficientNetB0")],
@@ -57,6 +58,7 @@ def _variant(preset: str, image_size: int) -> dict:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_every_family_builds_at_16_32_and_224(preset: str) -> None:
     for size in (16, 32, 224):
@@ -83,6 +85,7 @@ def test_resolution_is_resized_inside_the_model() -> None:
     assert plan_network(candidate).stem_size == 32 and count_flops(model) == plan_network(candidate).flops()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_saved_model_loads_back_in_safe_mode_with_identical_outputs(tmp_path: Path, preset: str) -> None:
     data = _variant(preset, 16)

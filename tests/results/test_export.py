@@ -42,6 +42,7 @@ def _store(folder: Path) -> WeightStore:
     return WeightStore(sa.create_engine(f"sqlite:///{folder / 'nas.db'}"), folder / "nas-artifacts")
 
 
+@pytest.mark.slow
 def test_retention_keeps_the_front_and_deletes_dominated_weights(study_dir: Path) -> None:
     study = _study(study_dir)
     finished = {t.number for t in study.trials if t.state == TrialState.COMPLETE and "screened" not in t.user_attrs}
@@ -58,6 +59,7 @@ def test_retention_keeps_the_front_and_deletes_dominated_weights(study_dir: Path
     assert files == sorted(f"trial-{n}.keras" for n in front)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fmt", "runtime", "suffix"),
     [
@@ -95,6 +97,7 @@ def test_float_formats_match_the_keras_model_in_their_runtime(
             assert hashlib.sha256((out / f["path"]).read_bytes()).hexdigest() == f["sha256"]
 
 
+@pytest.mark.slow
 def test_int8_tflite_stays_within_two_points(study_dir: Path) -> None:
     out = study_dir / "out-int8"
     result = run_nas("export", "exp", "--format", "tflite", "--quantize", "int8", "--out", str(out), cwd=study_dir)
@@ -107,6 +110,7 @@ def test_int8_tflite_stays_within_two_points(study_dir: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
+@pytest.mark.slow
 def test_retrain_full_exports_a_freshly_trained_model(study_dir: Path) -> None:
     study = _study(study_dir)
     dominated = [t.number for t in study.trials if t.number not in {b.number for b in study.best_trials}][:1]
@@ -153,6 +157,7 @@ def test_export_errors_are_one_line_with_status_2(study_dir: Path) -> None:
     assert not (study_dir / "x").exists()
 
 
+@pytest.mark.slow
 def test_search_without_weights_keeps_nothing(tmp_path: Path) -> None:
     result = run_nas("search", "tiny", "--trials", "1", "--no-weights", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

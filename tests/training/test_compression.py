@@ -88,6 +88,7 @@ def dense(digits: Dataset) -> tuple[keras.Model, float]:
     return _train(digits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [0.5, 0.75])
 def test_magnitude_pruning_reaches_its_target(digits: Dataset, dense: tuple[keras.Model, float], target: float) -> None:
     model, accuracy = _train(digits, pruning="magnitude", sparsity=target)
@@ -101,6 +102,7 @@ def test_magnitude_pruning_reaches_its_target(digits: Dataset, dense: tuple[kera
         assert accuracy >= dense[1] - 0.03, (accuracy, dense[1])
 
 
+@pytest.mark.slow
 def test_two_four_pattern_holds_in_every_pruned_kernel(digits: Dataset) -> None:
     model, accuracy = _train(digits, pruning="n_m")
     kernels = prunable_kernels(model, EXCLUDE)
@@ -118,6 +120,7 @@ def test_two_four_pattern_holds_in_every_pruned_kernel(digits: Dataset) -> None:
     assert mask is not None and (mask.reshape(-1).sum() == 8)
 
 
+@pytest.mark.slow
 def test_channel_pruning_makes_a_smaller_faster_network(digits: Dataset, dense: tuple[keras.Model, float]) -> None:
     candidate = _candidate()
     full_net = plan_network(candidate)  # type: ignore[arg-type]
@@ -138,6 +141,7 @@ def test_channel_pruning_makes_a_smaller_faster_network(digits: Dataset, dense: 
     assert fast > slow, (fast, slow)
 
 
+@pytest.mark.slow
 def test_int8_is_close_to_float_at_about_a_quarter_of_the_size(digits: Dataset) -> None:
     model, _ = _train(digits, width_multiplier=2.0)  # ~400k params: file overhead no longer dominates
     floating = deploy(model, "none", digits, convert=True, latency=True, threads=1)
@@ -151,6 +155,7 @@ def test_int8_is_close_to_float_at_about_a_quarter_of_the_size(digits: Dataset) 
     assert floating.model_bytes > 4 * model.count_params() * 0.95
 
 
+@pytest.mark.slow
 def test_int8_mobilenet_v2_is_about_a_quarter_of_float32(tmp_path: Path) -> None:
     reference = REPO / "spaces" / "reference" / "mobilenet_v2_1.0_224.yaml"
     space = load_space(str(reference))
@@ -163,12 +168,14 @@ def test_int8_mobilenet_v2_is_about_a_quarter_of_float32(tmp_path: Path) -> None
     assert 0.24 < sizes["int8"] / sizes["none"] < 0.30, sizes
 
 
+@pytest.mark.slow
 def test_a_refused_conversion_names_the_converters_reason(tmp_path: Path, dense: tuple[keras.Model, float]) -> None:
     model, _ = dense
     with pytest.raises(ConversionError, match="TFLite converter"):
         write_tflite(model, tmp_path, "int8", np.zeros((4, 3, 3, 1), np.float32))  # wrong calibration shape
 
 
+@pytest.mark.slow
 def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path) -> None:
     data = yaml.safe_load(SPACE)
     data["training"]["epochs"] = 3

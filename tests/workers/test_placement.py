@@ -74,10 +74,12 @@ def test_study_lock_excludes_across_processes_sqlite(tmp_path: Path) -> None:
     _two_holders_never_overlap(f"sqlite:///{tmp_path / 'lock.db'}")
 
 
+@pytest.mark.server
 def test_study_lock_excludes_across_processes_postgresql() -> None:
     _two_holders_never_overlap(server_url("postgresql"))
 
 
+@pytest.mark.server
 def test_study_lock_excludes_across_processes_mariadb() -> None:
     _two_holders_never_overlap(server_url("mysql"))
 

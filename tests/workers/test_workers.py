@@ -80,6 +80,7 @@ def _wait_for_running(storage: str, name: str, phase: str, timeout: float = 300)
     raise AssertionError(f"no trial of {name} reached {phase}")
 
 
+@pytest.mark.slow
 def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
     result = run_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir)
     assert result.returncode == 0, result.stderr
@@ -98,6 +99,7 @@ def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
     assert result.stdout.count("Pareto front of 'tiny'") == 1
 
 
+@pytest.mark.slow
 def test_gpu_assignment_reaches_each_worker(workdir: Path) -> None:
     """On a machine without GPUs the placement is still real: each worker process gets its
     CUDA_VISIBLE_DEVICES and thread settings (TensorFlow then finds no GPU there)."""
@@ -117,6 +119,7 @@ def test_gpu_assignment_reaches_each_worker(workdir: Path) -> None:
     assert len(seen) >= 3, seen  # workers start staggered; nearly always all four run trials
 
 
+@pytest.mark.slow
 def test_kill_9_of_one_worker_mid_trial(workdir: Path) -> None:
     storage = "sqlite:///nas.db"
     parent = start_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir)
@@ -157,10 +160,13 @@ def _four_by_hundred(workdir: Path, storage: str, name: str) -> None:
     assert len({t.user_attrs["worker"]["pid"] for t in study.trials}) > 4
 
 
+@pytest.mark.slow
 def test_four_workers_400_trials_on_one_new_sqlite_file(workdir: Path) -> None:
     _four_by_hundred(workdir, "sqlite:///fresh.db", "cheap")
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_four_workers_400_trials_on_postgresql(workdir: Path) -> None:
     url = server_url("postgresql")
     name = f"nas-test-{uuid.uuid4().hex[:8]}"
@@ -170,6 +176,8 @@ def test_four_workers_400_trials_on_postgresql(workdir: Path) -> None:
         drop_study(url, name)
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_workers_on_mariadb(workdir: Path) -> None:
     url = server_url("mysql")
     name = f"nas-test-{uuid.uuid4().hex[:8]}"
@@ -184,6 +192,7 @@ def test_workers_on_mariadb(workdir: Path) -> None:
         drop_study(url, name)
 
 
+@pytest.mark.slow
 def test_sigint_to_the_parent_lets_running_trials_finish(workdir: Path) -> None:
     storage = "sqlite:///nas.db"
     parent = start_nas("search", "tiny", "--workers", "2", "--trials", "30", cwd=workdir)
@@ -202,6 +211,7 @@ def test_sigint_to_the_parent_lets_running_trials_finish(workdir: Path) -> None:
     assert states["COMPLETE"] < 30
 
 
+@pytest.mark.slow
 def test_second_sigint_stops_now_and_requeues(workdir: Path) -> None:
     storage = "sqlite:///nas.db"
     parent = start_nas("search", "tiny", "--workers", "2", "--trials", "30", cwd=workdir)
@@ -223,6 +233,7 @@ def test_second_sigint_stops_now_and_requeues(workdir: Path) -> None:
     assert sorted(t.user_attrs["retry_of"] for t in queued) == sorted(t.number for t in stopped)
 
 
+@pytest.mark.slow
 def test_nas_worker_joins_a_study_and_finishes_its_budget(workdir: Path) -> None:
     # --timeout 0 prepares the study (budget 2) and starts nothing; a worker then runs it.
     prepared = run_nas("search", "tiny", "--trials", "2", "--timeout", "0", cwd=workdir)
