@@ -8,6 +8,7 @@ from nas._lazy import lazy_exports
 if TYPE_CHECKING:
     from nas.search.engine.events import SearchEvents as SearchEvents
     from nas.search.engine.events import TrialReport as TrialReport
+    from nas.search.engine.liveness import WorkerIdentity as WorkerIdentity
     from nas.search.engine.loop import SearchOutcome as SearchOutcome
     from nas.search.engine.loop import run_search as run_search
     from nas.search.engine.loop import run_worker as run_worker
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "liveness": ["WorkerIdentity"],
         "options": ["SearchOptions"],
         "samplers": ["make_sampler"],
         "events": ["SearchEvents", "TrialReport"],
@@ -46,6 +48,7 @@ __all__ = [
     "SearchOptions",
     "SearchOutcome",
     "TrialReport",
+    "WorkerIdentity",
     "counts",
     "join_study",
     "load_existing_study",

@@ -103,7 +103,7 @@ def test_resume_after_simulated_crash(finished_study: Path) -> None:
     crash = (
         "import os, optuna\n"
         "from nas.search.space import load_space\n"
-        "from nas.search.engine.liveness import WorkerIdentity\n"
+        "from nas.search.engine import WorkerIdentity\n"
         "study = optuna.load_study(study_name='tiny', storage='sqlite:///nas.db')\n"
         "trial = study.ask()\n"
         "load_space('tiny').sample(trial, num_classes=10, channels=1)\n"

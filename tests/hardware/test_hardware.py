@@ -140,7 +140,7 @@ def test_cache_hit_from_another_process(tmp_path: Path) -> None:
     code = (
         "import optuna\n"
         "from tests.hardware.test_hardware import _candidate, _profiler\n"
-        "from nas.search.nets.build import build_model\n"
+        "from nas.search.nets import build_model\n"
         "from pathlib import Path\n"
         f"profiler = _profiler(Path({str(db)!r}))\n"
         "cost = profiler.measure(build_model(_candidate(), seed=0), precision='float32', xla=False)\n"
@@ -172,7 +172,7 @@ def test_measuring_waits_for_training_in_another_process(tmp_path: Path) -> None
     trainer = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from nas.search.hardware.lock import DeviceLock\n"
+        "from nas.search.hardware import DeviceLock\n"
         f"lock = DeviceLock('cpu', Path({str(tmp_path)!r}))\n"
         "with lock.shared():\n"
         "    print('holding', flush=True)\n"
@@ -193,7 +193,7 @@ def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
     holder = (
         "import time\n"
         "from pathlib import Path\n"
-        "from nas.search.hardware.lock import DeviceLock\n"
+        "from nas.search.hardware import DeviceLock\n"
         f"with DeviceLock('cpu', Path({str(tmp_path)!r})).exclusive():\n"
         "    print('holding', flush=True)\n"
         "    time.sleep(600)\n"
