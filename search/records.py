@@ -32,7 +32,8 @@ class TrialAttr(StrEnum):
     PARAMS = "params"  # parameters of the deployed network
     FLOPS = "flops"  # 2 x multiply-accumulates of its conv and dense layers, per image
     MODEL_BYTES = "model_bytes"  # float32 weight bytes of the planned network
-    SCREENED = "screened"  # a Screened value: rejected by a constraint before training
+    SCREENED = "screened"  # a Screened value: rejected by a constraint before training (state PRUNED)
+    KNOWN_OBJECTIVES = "known_objectives"  # a screened trial's objectives measured before it stopped
     DEVICE = "device"  # the device the figures were measured on (name, versions)
     HARDWARE = "hardware"  # throughput (every round, spread, warm-up) and latency measurements
     THROUGHPUT_SPREAD = "throughput_spread"  # interquartile spread of the throughput rounds

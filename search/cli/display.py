@@ -90,7 +90,7 @@ def trial_line(report: TrialReport, objectives: list[str], seconds: float | None
     """One finished trial as a line of Rich markup, for the log above the live view."""
     seconds = report.seconds if seconds is None else seconds
     took = f" ({seconds:.1f} s)" if seconds is not None else ""
-    if report.complete and report.screened:
+    if report.screened:
         broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in report.constraints.items() if v > 0)
         return f"trial {report.number}: screened out before training ({broken}){took}"
     if report.complete:

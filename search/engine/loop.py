@@ -229,7 +229,10 @@ class _TrialLoop:
             self.consecutive_failures += 1
             self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
             return True
-        frozen = with_lock_retries(study.tell, trial, outcome.values)
+        if outcome.values is None:  # screened out: finished, but without objectives
+            frozen = with_lock_retries(study.tell, trial, state=TrialState.PRUNED)
+        else:
+            frozen = with_lock_retries(study.tell, trial, outcome.values)
         front = study.best_trials  # one non-dominated sort per trial, for retention and the display
         if self.runner.weights is not None:
             self._retain_weights(self.runner.weights, front)

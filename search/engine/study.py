@@ -24,12 +24,13 @@ from nas.storage.engine import GRACE_PERIOD_S
 
 
 def counts(study: optuna.Study) -> tuple[int, int]:
-    """(finished, running) trials of the study."""
+    """(finished, running) trials of the study. Finished: trained (COMPLETE) or stopped by a
+    constraint before training (PRUNED); both count towards the budget."""
     # Unfiltered on purpose: Optuna's RDB storage serves that from its cache of finished
     # trials, while a state filter queries every trial again (25x slower at 400 trials).
     trials = study.get_trials(deepcopy=False)
-    complete = sum(t.state == TrialState.COMPLETE for t in trials)
-    return complete, sum(t.state == TrialState.RUNNING for t in trials)
+    finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    return finished, sum(t.state == TrialState.RUNNING for t in trials)
 
 
 def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: str) -> optuna.Study:

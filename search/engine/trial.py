@@ -36,7 +36,10 @@ INPUT_BOUND_RATIO = 0.8
 
 @dataclass(frozen=True)
 class TrialOutcome:
-    values: list[float]
+    """A trained trial's objectives; a screened one has none (it is told to the study as
+    PRUNED, so no sampler, plot or `best_trials` reads a stand-in value as a measurement)."""
+
+    values: list[float] | None
     screened: Screened | None = None  # set when a constraint rejected it before training
 
 
@@ -92,21 +95,28 @@ class TrialRunner:
             )
 
     def _values(self, run: _Run) -> list[float]:
-        """The objectives in the space's order. The objective is the accuracy of what will be
-        deployed (after pruning and quantization). A screened trial is infeasible (the front
-        ignores it); its size is the plan's and its latency a large stand-in, since Optuna takes
-        no missing values."""
-        deployed, result = run.deployed, run.result
-        accuracy = 0.0
-        if result is not None:
-            accuracy = deployed.accuracy if deployed and deployed.accuracy is not None else result.accuracy
+        """The objectives of a trained trial in the space's order. The objective is the
+        accuracy of what will be deployed (after pruning and quantization)."""
+        deployed, result, cost = run.deployed, run.result, run.cost
+        assert result is not None and deployed is not None and cost is not None
         figures = {
-            "accuracy": accuracy,
-            "throughput": run.cost.primary.images_per_s if run.cost else 0.0,
-            "model_size": float(deployed.model_bytes if deployed else run.net.weight_bytes()),
-            "tflite_latency": deployed.latency_ms if deployed and deployed.latency_ms is not None else 1e9,
+            "accuracy": deployed.accuracy if deployed.accuracy is not None else result.accuracy,
+            "throughput": cost.primary.images_per_s,
+            "model_size": float(deployed.model_bytes),
         }
+        if deployed.latency_ms is not None:
+            figures["tflite_latency"] = deployed.latency_ms
         return [figures[name] for name in self.space.spec.objectives]
+
+    def _screen_out(self, run: _Run, kind: Screened) -> TrialOutcome:
+        """Stop a trial a constraint rejected, keeping only the objectives really known by then
+        (the plan's size; the throughput once measured): accuracy was never measured."""
+        known: dict[str, float] = {"model_size": float(run.net.weight_bytes())}
+        if run.cost is not None:
+            known["throughput"] = run.cost.primary.images_per_s
+        objectives = self.space.spec.objectives
+        run.trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
+        return TrialOutcome(None, kind)
 
     def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: Screened) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""
@@ -138,7 +148,7 @@ class TrialRunner:
             with run.phase("plan", self.on_phase):
                 self._plan(run)
             if self._screened(trial, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
-                return TrialOutcome(self._values(run), Screened.STATIC)
+                return self._screen_out(run, Screened.STATIC)
             with precision_policy(run.candidate.precision):
                 with run.phase("build", self.on_phase):
                     keras.utils.set_random_seed(self.seed + trial.number)
@@ -149,7 +159,7 @@ class TrialRunner:
                 if self._screened(
                     trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED
                 ):
-                    return TrialOutcome(self._values(run), Screened.MEASURED)
+                    return self._screen_out(run, Screened.MEASURED)
                 with run.phase("train", self.on_phase), self.profiler.lock.shared():
                     self._train(run)
                 with run.phase("deploy", self.on_phase), self.profiler.lock.shared():

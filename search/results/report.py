@@ -179,6 +179,9 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         if t.state == TrialState.COMPLETE:
             row["state"] = "front" if t.number in front else "infeasible" if not _feasible(t) else "dominated"
             row.update(zip(objective_names(study), t.values, strict=True))
+        elif t.user_attrs.get(TrialAttr.SCREENED):  # stopped by a constraint: only what was known then
+            row["state"] = f"screened ({t.user_attrs[TrialAttr.SCREENED]})"
+            row.update(t.user_attrs.get(TrialAttr.KNOWN_OBJECTIVES) or {})
         row["params"] = t.user_attrs.get(TrialAttr.PARAMS)
         row["FLOPs"] = t.user_attrs.get(TrialAttr.FLOPS)
         row["seconds"] = (t.user_attrs.get(TrialAttr.DURATIONS) or {}).get("total")

@@ -23,11 +23,11 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         accuracy = names.index("accuracy") if "accuracy" in names else None
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
-        screened = sum(1 for t in done if t.user_attrs.get(TrialAttr.SCREENED))
+        screened = sum(1 for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(TrialAttr.SCREENED))
         rows.append(
             {
                 "study": summary.study_name,
-                "finished": states[TrialState.COMPLETE],
+                "finished": states[TrialState.COMPLETE] + states[TrialState.PRUNED],
                 "budget": study.user_attrs.get(StudyAttr.BUDGET),
                 "running": states[TrialState.RUNNING],
                 "failed": states[TrialState.FAIL],

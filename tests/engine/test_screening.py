@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import optuna
@@ -32,17 +33,57 @@ def test_measured_constraint_screens_before_training(workdir: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "screened out before training (min_throughput exceeded" in result.stderr
     trials = _trials(workdir, "fast-only")
-    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    # Finished without objectives: no accuracy was ever measured, so none is stored.
+    assert [t.state for t in trials] == [TrialState.PRUNED] * 2
     for t in trials:
+        assert t.values is None
         assert t.user_attrs["screened"] == "measured"
         assert "measure" in t.user_attrs["durations"] and "train" not in t.user_attrs["durations"]
         assert "history" not in t.user_attrs
         assert t.constraints["min_throughput"] > 0
-        assert t.values[1] == t.user_attrs["hardware"]["throughput"]["32"]["images_per_s"] > 0
+        measured = t.user_attrs["hardware"]["throughput"]["32"]["images_per_s"]
+        assert t.user_attrs["known_objectives"] == {"throughput": measured} and measured > 0
     study = optuna.load_study(study_name="fast-only", storage=f"sqlite:///{workdir / 'nas.db'}")
     assert study.best_trials == []  # nothing feasible, so no Pareto front
     pareto = run_nas("pareto", "fast-only", "--format", "json", cwd=workdir)
     assert pareto.stdout.strip() == "[]"
+    status = run_nas("status", "--format", "json", cwd=workdir)
+    (row,) = json.loads(status.stdout)["studies"]
+    assert (row["finished"], row["screened"], row["budget"]) == (2, 2, 2)
+
+
+def test_screened_trials_are_read_as_unmeasured_by_every_tool(workdir: Path) -> None:
+    """A study with one trained trial and one screened one, recorded as the search records
+    them: TPE files the screened trial with the bad trials, NSGA-II and `best_trials` skip it,
+    optuna-dashboard shows it as pruned with no values, and our report lists it as screened."""
+    from optuna.samplers._tpe.sampler import _split_trials
+    from optuna_dashboard._serializer import serialize_frozen_trial
+
+    from nas.search.results.report import trial_rows
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    study.set_metric_names(["accuracy", "throughput"])
+    trained = study.ask({"width": optuna.distributions.IntDistribution(1, 9)})
+    trained.set_constraint("min_throughput", -0.5)
+    study.tell(trained, [0.9, 2000.0])
+    screened = study.ask({"width": optuna.distributions.IntDistribution(1, 9)})
+    screened.set_constraint("min_throughput", 0.8)
+    screened.set_user_attr("screened", "measured")
+    screened.set_user_attr("known_objectives", {"throughput": 200.0})
+    study.tell(screened, state=TrialState.PRUNED)
+
+    frozen = study.trials
+    below, above = _split_trials(study, frozen, 1)
+    assert [t.number for t in below] == [0] and [t.number for t in above] == [1]
+    assert [t.number for t in study.best_trials] == [0]
+    population = study._get_trials(deepcopy=False, states=[TrialState.COMPLETE])  # what NSGA-II reads
+    assert [t.number for t in population] == [0]
+    shown = serialize_frozen_trial(0, frozen[1], {})
+    assert shown["state"] == "Pruned" and not shown.get("values")
+    rows = {r["trial"]: r for r in trial_rows(study)}
+    assert rows[1]["state"] == "screened (measured)" and rows[1]["throughput"] == 200.0
+    assert "accuracy" not in rows[1]
+    assert rows[0]["state"] == "front" and rows[0]["accuracy"] == 0.9
 
 
 @pytest.mark.slow
