@@ -2,6 +2,7 @@
 
 from .cache import CacheKey, CacheStats, MeasurementCache
 from .engine import open_storage
+from .paths import contained, own_folder, safe_name, trial_number
 from .retry import with_lock_retries
 from .studylock import study_lock
 from .urls import StorageURL, default_storage_url, resolve_storage_url
@@ -11,9 +12,13 @@ __all__ = [
     "CacheStats",
     "MeasurementCache",
     "StorageURL",
+    "contained",
     "default_storage_url",
     "open_storage",
+    "own_folder",
     "resolve_storage_url",
+    "safe_name",
     "study_lock",
+    "trial_number",
     "with_lock_retries",
 ]

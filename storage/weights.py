@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from .models import Weights
+from .paths import contained, own_folder, safe_name, trial_number
 from .urls import StorageURL
 
 ENV_ARTIFACTS = "NAS_ARTIFACTS"
@@ -72,10 +73,10 @@ class WeightStore:
 
     def save(self, study: str, trial: int, source: Path) -> StoredWeights:
         """Move a saved `.keras` file into the store (atomically) and record it."""
-        folder = self.root / study
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / f"trial-{trial}.keras"
-        partial = target.with_suffix(".partial")
+        name = f"trial-{trial_number(trial)}.keras"  # checked before the folder is made
+        folder = self.folder(study)
+        target = contained(folder, name)
+        partial = contained(folder, target.with_suffix(".partial").name)
         shutil.copyfile(source, partial)
         os.replace(partial, target)
         stored = StoredWeights(
@@ -96,6 +97,11 @@ class WeightStore:
             )
         return stored
 
+    def folder(self, study: str) -> Path:
+        """The study's folder, created; a search calls it before its first trial, so a name
+        that cannot be a folder (a study made by plain Optuna) stops it before any training."""
+        return own_folder(self.root, safe_name(study, "study"))
+
     def get(self, study: str, trial: int) -> StoredWeights | None:
         with Session(self.engine) as session:
             row = session.scalar(sa.select(Weights).where(Weights.study == study, Weights.trial == trial))
@@ -109,16 +115,23 @@ class WeightStore:
     def retain(self, study: str, keep: set[int]) -> list[int]:
         """Delete the files of every trial of `study` not in `keep`; returns their numbers.
 
-        Only files on this host are deleted (another machine's are its own to delete); safe
+        Only files on this host are deleted (another machine's are its own to delete), and only
+        this study's files in this store: a row of a shared database may name any path. Safe
         to run from several workers at once."""
         host = socket.gethostname()
+        folder = self.folder(study).resolve()
         with Session(self.engine) as session, session.begin():
             rows = session.scalars(
                 sa.select(Weights).where(
                     Weights.study == study, Weights.deleted.is_(None), Weights.trial.not_in(keep), Weights.host == host
                 )
             ).all()
+            deleted = []
             for row in rows:
-                Path(row.path).unlink(missing_ok=True)
+                path = Path(row.path)
+                if path.resolve() != folder / f"trial-{row.trial}.keras":
+                    continue  # left alone and listed, not ours to delete (or kept under another root)
+                path.unlink(missing_ok=True)
                 row.deleted = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-            return [r.trial for r in rows]
+                deleted.append(row.trial)
+            return deleted

@@ -19,3 +19,13 @@ RecycleOpt = Annotated[
     int,
     typer.Option(min=0, help="A worker exits after N trials and a fresh process takes over (bounds memory; 0: never)."),
 ]
+
+
+def check_study(value: str | None) -> str | None:
+    """Callback of --study: the name becomes the study's artifact folder, so it follows the
+    rule of a space's `name` and is refused before anything is opened or written."""
+    if value is None:
+        return None
+    from nas.storage import safe_name  # loads SQLAlchemy: only once a command is parsed
+
+    return safe_name(value, "{study}")

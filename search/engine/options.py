@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nas.storage import StorageURL
+from nas.storage import StorageURL, safe_name
 
 MAX_CONSECUTIVE_FAILURES = 5
 
@@ -24,6 +24,10 @@ class SearchOptions:
     keep_weights: bool = True  # store each finished trial's trained model
     keep_top_k: int = 0  # besides the Pareto front, keep the weights of the k most accurate
     artifacts: str | None = None  # where weights go on this machine (default: beside the database)
+
+    def __post_init__(self) -> None:
+        # The name becomes the study's artifact folder; one from a database may be anything.
+        safe_name(self.study_name, "study")
 
     def shared(self) -> dict[str, Any]:
         """What every worker of the study must agree on, stored on the study."""

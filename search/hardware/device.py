@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 from functools import cache
 from typing import Any
 
@@ -77,7 +78,8 @@ def lock_name(info: dict[str, Any]) -> str:
             return "cpu"
         return "cpu" + "-".join(map(str, cores))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    return f"gpu{visible}"
+    # The name is a lock file's: a MIG device (MIG-GPU-<uuid>/1/0) must not open folders.
+    return "gpu" + re.sub(r"[^A-Za-z0-9_.-]", "_", visible)
 
 
 def unsupported_precisions(info: dict[str, Any]) -> dict[str, str]:
