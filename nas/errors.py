@@ -29,10 +29,18 @@ class Error(Exception):
     """Base of every exception nas raises on purpose."""
 
 
+def one_line(text: str) -> str:
+    """`text` with every unprintable character escaped as Python writes it (`\\n`, `\\x00`):
+    a line break or control character the user wrote (a key, a file name, a URL) must neither
+    split an error line nor reach the terminal raw."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class NasError(Error):
     """A problem with the user's input; one line that says what and where."""
 
     def __init__(self, message: str) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.template = message
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,11 +80,35 @@ def resolve_storage_url(value: str | None) -> StorageURL:
         ) from None
     backend = url.get_backend_name()
     masked = url.render_as_string(hide_password=True)
+    if "\0" in (url.database or ""):  # `%00` too: every file and socket call would raise ValueError
+        raise NasError(f"storage URL '{masked}': the database name holds a NUL character")
     if backend not in _DRIVERS:
         raise NasError(f"storage URL '{masked}': unsupported database '{backend}' (use sqlite, postgresql or mysql)")
     drivers = _DRIVERS[backend]
     driver = url.drivername.partition("+")[2] or None
+    _check_dialect(url, masked)
     module, hint = drivers.get(driver, (str(driver), f"install the '{driver}' driver"))
     if importlib.util.find_spec(module) is None:
         raise NasError(f"storage URL '{masked}': driver '{module}' is not installed ({hint})")
     return StorageURL(url)
+
+
+def _check_dialect(url: URL, masked: str) -> None:
+    """What SQLAlchemy would reject only when the database is opened (after a worker imported
+    TensorFlow, or a SQLite file was created): an unknown driver, a query argument of the
+    wrong type (`?timeout=abc`). No module of the driver is imported and nothing connects."""
+    driver = url.drivername.partition("+")[2]
+    try:
+        dialect = url.get_dialect()
+    except (sqlalchemy.exc.NoSuchModuleError, ImportError, AttributeError):  # sqlite+json: a module, no dialect
+        raise NasError(f"storage URL '{masked}': unknown driver '{driver}' for {url.get_backend_name()}") from None
+    if dialect.is_async:
+        raise NasError(f"storage URL '{masked}': '{driver}' is an asyncio driver; nas needs a synchronous one")
+    try:
+        with warnings.catch_warnings():  # of ignored query arguments: SQLAlchemy says it again on connecting
+            warnings.simplefilter("ignore")
+            dialect().create_connect_args(url)
+    except (ValueError, TypeError, sqlalchemy.exc.ArgumentError) as exc:  # ArgumentError: sqlite://host
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = reason.replace(url.password, "***") if url.password else reason
+        raise NasError(f"storage URL '{masked}': {reason}") from None

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nas.errors import NasError, SearchInterrupted
+from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search.cli.console import err, message, out
-from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt
+from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt, check_study
 from nas.search.records import PipeEvent, SamplerName, StoppedBy
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ app = typer.Typer(
 )
 
 
+DEFAULT_RECYCLE_AFTER = 50  # trials per pool worker process before a fresh one takes over
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"
@@ -36,14 +39,16 @@ class Format(StrEnum):
 @app.command()
 def search(
     space: Annotated[str, typer.Argument(help="Space file, or a preset name (mobilenet, tiny).")],
-    study: Annotated[str | None, typer.Option(help="Study name (default: the space's name).")] = None,
+    study: Annotated[
+        str | None, typer.Option(help="Study name (default: the space's name).", callback=check_study)
+    ] = None,
     storage: StorageOpt = None,
     trials: Annotated[
         int | None, typer.Option(min=1, help="Total budget of finished trials (default: the space's).")
     ] = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
     sampler: Annotated[SamplerName | None, typer.Option(help="Sampler (default: the space's).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Sampler seed (default: the space's).")] = None,
+    seed: Annotated[int | None, typer.Option(min=0, max=2**32 - 1, help="Sampler seed (default: the space's).")] = None,
     cache: Annotated[bool, typer.Option(help="Reuse earlier measurements of the same network on this device.")] = True,
     screening: Annotated[
         bool, typer.Option(help="Reject candidates that break a constraint before training them.")
@@ -59,7 +64,14 @@ def search(
     workers_per_gpu: Annotated[
         int | None, typer.Option(min=1, help="Workers sharing each GPU, each with a memory cap.")
     ] = None,
-    recycle_after: RecycleOpt = 50,
+    recycle_after: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Pool workers (--workers, --gpus) exit after N trials and a fresh process takes over "
+            "(bounds memory; 0: never; default 50).",
+        ),
+    ] = None,
     weights: Annotated[
         bool, typer.Option(help="Keep trained models of the Pareto front (and --keep-top-k) for `nas export`.")
     ] = True,
@@ -82,6 +94,10 @@ def search(
     gpu_list = parse_gpus(gpus)
     if workers_per_gpu is not None and gpu_list is None:
         raise NasError("--workers-per-gpu needs --gpus")
+    pooled = (workers or 1) > 1 or gpu_list is not None
+    if recycle_after is not None and not pooled:
+        # A single in-process search has no fresh process to hand over to.
+        raise NasError("--recycle-after applies to pool workers: add --workers N (or --gpus)")
     options = SearchOptions(
         storage=url,
         study_name=study or spec.name,
@@ -97,12 +113,18 @@ def search(
         artifacts=os.path.abspath(artifacts) if artifacts else None,
     )
     objectives = list(spec.spec.objectives)
-    if (workers or 1) > 1 or gpu_list is not None:
+    if pooled:
         from nas.search.cli.display_pool import PoolLiveView
         from nas.search.workers import WorkerPool
 
         placements = plan_workers(workers, gpu_list, workers_per_gpu)
-        pool = WorkerPool(options, placements, PoolLiveView(err, objectives), recycle_after=recycle_after, debug=debug)
+        pool = WorkerPool(
+            options,
+            placements,
+            PoolLiveView(err, objectives),
+            recycle_after=DEFAULT_RECYCLE_AFTER if recycle_after is None else recycle_after,
+            debug=debug,
+        )
         outcome = pool.run(spec)
         stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
     else:
@@ -147,7 +169,7 @@ def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, bu
 
 @app.command()
 def worker(
-    study: Annotated[str, typer.Option("--study", help="Name of a study `nas search` created.")],
+    study: Annotated[str, typer.Option("--study", help="Name of a study `nas search` created.", callback=check_study)],
     storage: StorageOpt = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="Start no trial after S seconds.")] = None,
     recycle_after: RecycleOpt = 0,
@@ -367,7 +389,9 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.TyperException as exc:  # usage errors: unknown option, bad value...
-        err.print(f"Error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        # One line, like every error: Typer lists the choices of a missing option one a line.
+        text = one_line(" ".join(line.strip() for line in exc.format_message().splitlines()))
+        err.print(f"Error: {text}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:
         err.print("Interrupted.")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from nas.errors import NasError
 from nas.search.cli.console import err, out
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
 from nas.search.records import ExportFormat, QuantizeMode
@@ -29,40 +31,46 @@ def export(
     debug: DebugOpt = False,
 ) -> None:
     """Export trials of STUDY and check each file in its real runtime against the Keras model."""
-    from pathlib import Path
-
     from rich.table import Table
 
     from nas.search import runtime
-    from nas.storage import resolve_storage_url
+    from nas.storage import resolve_storage_url, safe_name
 
     runtime.set_debug(debug)
+    safe_name(study, "study")  # run_export checks it too; here it is said before TensorFlow loads
+    url, folder = resolve_storage_url(storage), _folder(out_dir)  # likewise
     runtime.import_tensorflow()
     from nas.search.results import ExportRequest, run_export
 
     request = ExportRequest(
-        storage=resolve_storage_url(storage),
+        storage=url,
         study=study,
-        out=Path(out_dir).expanduser().resolve(),
+        out=folder,
         format=format.value,
         quantize=quantize.value,
         trials=list(trial or []),
         retrain_full=retrain_full,
         artifacts=artifacts,
     )
-    manifest, passed = run_export(request, lambda line: err.print(line, highlight=False))
+    manifest, verdict = run_export(request, lambda line: err.print(line, highlight=False))
     table = Table(title=f"{format.value} export of '{study}' -> {request.out}")
     for column in ("trial", "files", "bytes", "agreement", "keras acc", "exported acc", "parity"):
         table.add_column(column, justify="left" if column in ("files", "parity") else "right")
     for record in manifest["trials"]:
+        files = record.get("files", [])
+        listed = ", ".join(f["path"] for f in files[:3]) + (" ..." if len(files) > 3 else "")
+        size = f"{sum(f['bytes'] for f in files):,}" if files else ""
         if "error" in record:
-            table.add_row(str(record["trial"]), "", "", "", "", "", "FAILED: " + record["error"])
+            table.add_row(str(record["trial"]), listed, size, "", "", "", "FAILED: " + record["error"])
+            continue
+        if "parity" not in record:  # written, but its runtime is not available here
+            table.add_row(str(record["trial"]), listed, size, "", "", "", record["verdict"])
             continue
         p = record["parity"]
         table.add_row(
             str(record["trial"]),
-            ", ".join(f["path"] for f in record["files"][:3]) + (" ..." if len(record["files"]) > 3 else ""),
-            f"{sum(f['bytes'] for f in record['files']):,}",
+            listed,
+            size,
             f"{p['agreement']:.2%}",
             f"{p['keras_accuracy']:.4f}",
             f"{p['accuracy']:.4f}",
@@ -70,8 +78,23 @@ def export(
         )
     out.print(table)
     out.print(f"Manifest: {request.out / 'manifest.json'}", highlight=False)
-    if not passed:
+    if verdict == "failed":
         err.print(
             "Error: parity check failed for at least one trial (figures above); the files are kept for inspection."
         )
         raise typer.Exit(1)
+    if verdict != "passed":
+        err.print(
+            "Warning: the files of at least one trial could not be run here, so their parity was not checked "
+            "(see the table); the manifest says `not run` for them.",
+            highlight=False,
+        )
+
+
+def _folder(text: str) -> Path:
+    """--out as an absolute path; `~user` of a user this machine lacks, a symlink loop or a NUL
+    are bad input, not a traceback."""
+    try:
+        return Path(text).expanduser().resolve()
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise NasError(f"{{out}} {text}: not a usable folder ({exc})") from None

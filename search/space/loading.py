@@ -3,6 +3,8 @@ loading a space file with one-line errors (the schema itself is in spec.py)."""
 
 from __future__ import annotations
 
+import codecs
+import datetime
 import json
 import re
 from dataclasses import asdict, replace
@@ -19,7 +21,7 @@ from nas.search.space.candidate import Candidate, StagePlan
 from nas.search.space.compression_spec import COMPRESSION_DEFAULTS
 from nas.search.space.families import FAMILIES
 from nas.search.space.model_spec import GLOBAL_FIELDS, GLOBAL_OFF, STAGE_DEFAULTS, STAGE_FIELDS, sampling_order
-from nas.search.space.params import Param
+from nas.search.space.params import Param, short, shown
 from nas.search.space.spec import (
     COMPUTE_DEFAULTS,
     OBJECTIVES,
@@ -276,7 +278,7 @@ def _path_of(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + short(str(part))  # an unknown key may be 100 KB
     return out or "(top level)"
 
 
@@ -310,7 +312,7 @@ def format_validation_error(exc: ValidationError) -> str:
         # A check across keys names the key it is about: report it at that key's path.
         return f"{where + '.' if loc else ''}{key.group(1)}: {msg[key.end() :]}"
     if err["type"] in ("literal_error", "string_pattern_mismatch") or msg.startswith("Input should"):
-        msg = f"{err.get('input')!r}: {msg[0].lower()}{msg[1:]}"
+        msg = f"{shown(err.get('input'))}: {msg[0].lower()}{msg[1:]}"
     return f"{where}: {msg}"
 
 
@@ -318,11 +320,42 @@ def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("nas.spaces").iterdir() if p.name.endswith(".yaml"))
 
 
+# No space file is near this size; a bigger one is the wrong file (a data set, a log), which
+# would take minutes to parse.
+MAX_FILE_BYTES = 10 * 2**20
+# YAML is UTF-8, or UTF-16/32 with a byte-order mark (UTF-32's LE mark starts like UTF-16's).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _decode(data: bytes, source: str) -> str:
+    codec = next((codec for bom, codec in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].decode(codec, errors="replace").count("\n") + 1
+        name = codec.removesuffix("-sig").upper()
+        raise NasError(
+            f"{source}: line {line}: not {name} text (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
 def _read(ref: str) -> tuple[str, str]:
     path = Path(ref)
-    if path.is_file():
-        return path.read_text(encoding="utf-8"), str(path)
-    if path.exists():
+    try:
+        is_file, exists = path.is_file(), path.exists()
+        if is_file:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise NasError(f"space file {ref} is over {MAX_FILE_BYTES // 2**20} MB: not a space file")
+            return _decode(path.read_bytes(), str(path)), str(path)
+    except OSError as exc:  # a name too long for the file system, a file we may not read
+        raise NasError(f"space file {ref}: cannot read it ({exc.strerror or exc})") from None
+    if exists:
         raise NasError(f"space file {ref} is not a file")
     # A preset name, or reference/NAME for the published networks shipped beside them.
     preset = resources.files("nas.spaces").joinpath(*f"{ref}.yaml".split("/", 1))
@@ -334,6 +367,8 @@ def _read(ref: str) -> tuple[str, str]:
 def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
     if not isinstance(data, dict):
         raise NasError(f"{source}: a space file must be a mapping with name, model, ... at its top level")
+    if problem := _not_plain(data):
+        raise NasError(f"{source}: {problem}")
     try:
         return SearchSpace(SpaceSpec.model_validate(data), source, data)
     except ValidationError as exc:
@@ -344,18 +379,88 @@ def load_space(ref: str) -> SearchSpace:
     """Load a space from a file path or a preset name; every problem is a one-line NasError."""
     text, source = _read(ref)
     try:
-        data = yaml.safe_load(text)
+        loader = _Loader(text)  # its reader refuses control characters at once
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line if mark is not None else None
+        if isinstance(exc, yaml.reader.ReaderError):  # a control character: at a position, not a line
+            line = text.count("\n", 0, exc.position)
+        where = f"line {line + 1}: " if line is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
         raise NasError(f"{source}: {where}invalid YAML ({problem})") from None
     if isinstance(data, dict) and source == str(Path(ref)):
-        data = _with_absolute_paths(data, Path(ref).resolve().parent)
+        data = _with_absolute_paths(data, Path(ref).resolve().parent, source)
     return space_from_dict(data, source)
 
 
-def _with_absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+# Deeper than any space file goes (about 6 levels); also bounds PyYAML's recursive composer.
+MAX_DEPTH = 32
+# Values in one document, aliases counted each time they are used (a "billion laughs").
+MAX_VALUES = 1_000_000
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with every failure a YAMLError at a line: it lets a few bad scalars
+    out as other exceptions (`2001-13-01`, `!!int abc`, 5000 digits) and deep nesting as a
+    RecursionError."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.depth >= MAX_DEPTH:
+            problem = f"nested more than {MAX_DEPTH} levels deep"
+            raise yaml.composer.ComposerError(None, None, problem, self.get_mark())
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            value = shown(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+            kind = str(node.tag).rpartition(":")[2]
+            # Only a date's reason says more than "cannot read" (int() and float() repeat the value).
+            reason = f"cannot read {value} as {kind}" + (f": {exc}" if kind == "timestamp" and str(exc) else "")
+            raise yaml.constructor.ConstructorError(None, None, reason, node.start_mark) from None
+
+
+def _not_plain(data: Any) -> str | None:
+    """Why `data` is more than plain JSON data (which the study stores), or None. Iterative and
+    bounded, so that an alias inside itself or aliases that multiply are an error, not a hang."""
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    for _ in range(MAX_VALUES):
+        if not stack:
+            return None
+        loc, value = stack.pop()
+        if len(loc) > MAX_DEPTH:
+            return f"{_path_of(loc[:4])}...: nested more than {MAX_DEPTH} levels deep (an alias inside itself?)"
+        if isinstance(value, dict):
+            if keys := [k for k in value if not isinstance(k, str)]:
+                return f"{_path_of(loc)}: key {shown(keys[0])} must be text (quote it)"
+            stack.extend(((*loc, k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list | tuple):
+            stack.extend(((*loc, i), v) for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, str) and "\0" in value:
+            return f"{_path_of(loc)}: text may not hold a NUL character (\\0)"
+        elif isinstance(value, int) and abs(value) >= 2**63:
+            return f"{_path_of(loc)}: integer too large (over 2**63)"
+        elif isinstance(value, datetime.date):
+            return f"{_path_of(loc)}: {value} is a date; quote it to make it text"
+        elif not isinstance(value, str | int | float) and value is not None:
+            kind = "binary (!!binary)" if isinstance(value, bytes) else f"a {type(value).__name__}"
+            plain = "a space file holds text, numbers, true/false, lists, mappings"
+            return f"{_path_of(loc)}: {shown(value)} is {kind}; {plain}"
+    return f"more than {MAX_VALUES:,} values (aliases that repeat each other?)"
+
+
+def _with_absolute_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
     """Data paths in a space file are relative to the file, so a study (and `nas worker`,
     which reads the space from the study) finds them from any working folder."""
     dataset = data.get("dataset")
@@ -364,8 +469,11 @@ def _with_absolute_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     fixed = dict(dataset)
     for key in ("path", "validation_path"):
         value = fixed.get(key)
-        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
-            fixed[key] = str(base / value)
-        elif isinstance(value, str) and value:
-            fixed[key] = str(Path(value).expanduser())
+        if not isinstance(value, str) or not value:
+            continue
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            raise NasError(f"{source}: dataset.{key}: cannot find the home folder in {value!r}") from None
+        fixed[key] = str(path if path.is_absolute() else base / value)
     return {**data, "dataset": fixed}

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from nas.search.space.base import Spec, fixed, parsed
-from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param
+from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param, shown
 
 Family = Literal["mobilenet_v2", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 ACTIVATIONS = ["relu", "relu6", "swish", "hard_swish"]
@@ -146,7 +146,7 @@ def check_scope(
             if key == name:
                 raise ValueError(f"{where}: a parameter cannot depend on itself")
             if key not in fields:
-                raise ValueError(f"{where}: unknown parameter '{key}' (this scope has {', '.join(fields)})")
+                raise ValueError(f"{where}: unknown parameter {shown(key)} (this scope has {', '.join(fields)})")
             if only_set and key not in params:
                 raise ValueError(f"{where}: '{key}' must be set in the same scope (it is sampled once for all stages)")
             target = params.get(key)
@@ -157,7 +157,7 @@ def check_scope(
                 try:
                     parse_param(value, kind, check)
                 except ValueError as exc:
-                    raise ValueError(f"{where}: {key} = {value!r}: {exc}") from None
+                    raise ValueError(f"{where}: {key} = {shown(value)}: {exc}") from None
     sampling_order(params, prefix)
 
 

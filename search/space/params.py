@@ -8,6 +8,7 @@ parameters of the same scope took one of those values.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -23,6 +24,19 @@ from optuna.distributions import (
 Kind = Literal["int", "float", "bool", "str"]
 # A domain check returns None when the value is allowed, else the reason it is not.
 Check = Callable[[Any], str | None]
+
+# A value the user wrote, shortened to fit an error line (a 100 KB string, a list of thousands).
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 80
+
+
+def shown(value: Any) -> str:
+    return _short.repr(value)
+
+
+def short(text: str) -> str:
+    """`text` as it is, or its two ends when longer than 80 characters."""
+    return text if len(text) <= 80 else f"{text[:38]}...{text[-38:]}"
 
 
 @dataclass(frozen=True)
@@ -99,18 +113,18 @@ def _typed(value: Any, kind: Kind) -> Any:
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {shown(value)}")
     if kind == "int":
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise ValueError(f"expected an integer, got {shown(value)}")
     if kind == "float":
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {shown(value)}")
     if isinstance(value, str):
         return value
-    raise ValueError(f"expected a string, got {value!r}")
+    raise ValueError(f"expected a string, got {shown(value)}")
 
 
 def _checked(value: Any, kind: Kind, check: Check | None) -> Any:
@@ -133,7 +147,7 @@ def _parse_when(raw: Any) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     for key, allowed in raw.items():
         values = tuple(allowed) if isinstance(allowed, list) else (allowed,)
         if not values:
-            raise ValueError(f"when: {key} needs at least one value")
+            raise ValueError(f"when: {short(str(key))} needs at least one value")
         out.append((str(key), values))
     return tuple(out)
 
@@ -143,13 +157,14 @@ def parse_param(raw: Any, kind: Kind, check: Check | None = None) -> Param:
     if isinstance(raw, Param):
         return raw
     if isinstance(raw, list):
-        raise ValueError(f"a list is not a parameter; to search over it write {{choice: {raw}}}")
+        raise ValueError(f"a list is not a parameter; to search over it write {{choice: {shown(raw)}}}")
     if not isinstance(raw, dict):
         return Param(kind, value=_checked(raw, kind, check))
 
     unknown = sorted(set(map(str, raw)) - _KEYS)
     if unknown:
-        raise ValueError(f"unknown key '{unknown[0]}' (a parameter uses choice, int, float, step, log, when, value)")
+        keys = "choice, int, float, step, log, when, value"
+        raise ValueError(f"unknown key {shown(unknown[0])} (a parameter uses {keys})")
     when = _parse_when(raw["when"]) if "when" in raw else ()
     if "value" in raw:
         if set(raw) - {"value", "when"}:
@@ -170,7 +185,7 @@ def _parse_domain(raw: dict[str, Any], form: str, kind: Kind, check: Check | Non
             raise ValueError("choice needs a non-empty list of values")
         parsed = tuple(_checked(v, kind, check) for v in values)
         if len(set(parsed)) != len(parsed):
-            raise ValueError(f"choice has repeated values: {values}")
+            raise ValueError(f"choice has repeated values: {shown(values)}")
         if len(parsed) == 1:
             return Param(kind, value=parsed[0])
         return Param(kind, choices=parsed)
@@ -192,7 +207,7 @@ def _parse_domain(raw: dict[str, Any], form: str, kind: Kind, check: Check | Non
         _checked(bound, kind, check)
     log = raw.get("log", False)
     if not isinstance(log, bool):
-        raise ValueError(f"log must be true or false, got {log!r}")
+        raise ValueError(f"log must be true or false, got {shown(log)}")
     if log and low <= 0:
         raise ValueError(f"a log range needs low > 0, got {low}")
     step = raw.get("step")
@@ -209,13 +224,13 @@ def _parse_domain(raw: dict[str, Any], form: str, kind: Kind, check: Check | Non
 
 def one_of(allowed: Sequence[Any]) -> Check:
     def check(value: Any) -> str | None:
-        return None if value in allowed else f"{value!r} is not one of {list(allowed)}"
+        return None if value in allowed else f"{shown(value)} is not one of {list(allowed)}"
 
     return check
 
 
 def between(low: float, high: float) -> Check:
     def check(value: Any) -> str | None:
-        return None if low <= value <= high else f"{value!r} is not between {low:g} and {high:g}"
+        return None if low <= value <= high else f"{shown(value)} is not between {low:g} and {high:g}"
 
     return check

@@ -11,8 +11,11 @@ from nas.search.records import SamplerName
 from nas.search.space.base import Spec, fixed, parsed
 from nas.search.space.compression_spec import CompressionSpec
 from nas.search.space.model_spec import ModelSpec, check_scope
-from nas.search.space.params import Check, Kind, Param, between, one_of
+from nas.search.space.params import Check, Kind, Param, between, one_of, shown
 from nas.search.space.units import parse_bytes, parse_count
+
+# NumPy's and scikit-learn's seeds are unsigned 32-bit; another one fails only once a search runs.
+MAX_SEED = 2**32 - 1
 
 
 class TFRecordSpec(Spec):
@@ -51,7 +54,7 @@ class DatasetSpec(Spec):
     classes: list[str] | None = Field(None, min_length=2, description="names of integer labels 0..K-1")
     validation_fraction: float = Field(0.2, gt=0, lt=1)
     subset: int | None = Field(None, ge=20, description="use only this many images (stratified)")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     on_corrupt: Literal["skip", "error"] = "skip"
     cache: Literal["auto", "memory", "disk"] = "auto"
     tfrecord: TFRecordSpec = TFRecordSpec()
@@ -131,14 +134,18 @@ class ComputeSpec(Spec):
         return self
 
 
+Positive = Annotated[int, Field(ge=1)]
+
+
 class ConstraintsSpec(Spec):
     """Limits a candidate must meet; static ones (params, FLOPs, size) are checked right after
     sampling, before a model is built, measured ones before training."""
 
-    max_params: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
-    max_flops: Annotated[int | None, BeforeValidator(parse_count), Field(ge=1)] = None
+    # The bound sits on the int alone: on `int | None` pydantic compares None too (a TypeError).
+    max_params: Annotated[Positive | None, BeforeValidator(parse_count)] = None
+    max_flops: Annotated[Positive | None, BeforeValidator(parse_count)] = None
     max_model_size: Annotated[
-        int | None, BeforeValidator(parse_bytes), Field(ge=1, description="bytes of float32 weights; 4MB, 3.5MiB")
+        Positive | None, BeforeValidator(parse_bytes), Field(description="bytes of float32 weights; 4MB, 3.5MiB")
     ] = None
     max_latency_ms: float | None = Field(None, gt=0)
     min_throughput: float | None = Field(None, gt=0)
@@ -147,7 +154,7 @@ class ConstraintsSpec(Spec):
 class SearchSpec(Spec):
     sampler: SamplerName = SamplerName.TPE
     trials: int = Field(20, ge=1, le=1_000_000)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
 
 
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
@@ -182,7 +189,7 @@ class SpaceSpec(Spec):
             raise ValueError("at least one objective is needed")
         for name, direction in value.items():
             if name not in OBJECTIVES:
-                raise ValueError(f"unknown objective '{name}' (available: {', '.join(OBJECTIVES)})")
+                raise ValueError(f"unknown objective {shown(name)} (available: {', '.join(OBJECTIVES)})")
             if direction != OBJECTIVES[name]:
                 raise ValueError(f"objective '{name}' can only be {OBJECTIVES[name]}d")
         return value

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+from nas.search.space.params import shown
 
 _COUNT = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 _BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -19,8 +22,10 @@ def _parse(raw: Any, units: dict[str, int], example: str) -> Any:
     if isinstance(raw, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([A-Za-z]*)\s*", raw)
         if match and match.group(2).lower() in units:
-            return round(float(match.group(1)) * units[match.group(2).lower()])
-    raise ValueError(f"expected a whole number or a figure such as {example}, got {raw!r}")
+            value = float(match.group(1)) * units[match.group(2).lower()]
+            if math.isfinite(value):  # "1e999" is infinite: no whole number
+                return round(value)
+    raise ValueError(f"expected a whole number or a figure such as {example}, got {shown(raw)}")
 
 
 def parse_count(raw: Any) -> Any:

@@ -53,8 +53,9 @@ def parse_gpus(text: str | None) -> list[str] | None:
     if text is None:
         return None
     gpus = [g.strip() for g in text.split(",") if g.strip()]
-    if not gpus or not all(g.isdigit() for g in gpus):
+    if not gpus or not all(g.isascii() and g.isdigit() for g in gpus):  # "²".isdigit() too
         raise NasError(f"{{gpus}} '{text}': expected GPU indices such as 0 or 0,1,3")
+    gpus = [g.lstrip("0") or "0" for g in gpus]  # 00 is GPU 0 (no int(): 5000 digits would raise)
     if len(set(gpus)) != len(gpus):
         raise NasError(f"{{gpus}} '{text}': a GPU is listed twice (use {{workers_per_gpu}} to share one)")
     return gpus
@@ -75,6 +76,11 @@ def gpu_memory_mb(gpu: str) -> int | None:
         return None
 
 
+# More is a typo (each worker is a process with its own TensorFlow), and planning a billion
+# workers would not end.
+MAX_WORKERS = 1024
+
+
 def plan_workers(
     workers: int | None, gpus: list[str] | None, workers_per_gpu: int | None, cpus: list[int] | None = None
 ) -> list[Placement]:
@@ -88,6 +94,8 @@ def plan_workers(
             f"{{workers}} {workers} is more than {len(gpus)} GPU(s) x {{workers_per_gpu}} {per_gpu}; "
             "raise {workers_per_gpu} or list more GPUs"
         )
+    if workers > MAX_WORKERS:
+        raise NasError(f"{workers} workers is more than {MAX_WORKERS} on one machine (see {{workers}}, {{gpus}})")
     cores = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     placements = []
     for i in range(workers):

@@ -3,8 +3,10 @@ one line `Error: ...`, database unchanged."""
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,13 +94,20 @@ def _dump(db: Path) -> list[str]:
         return list(con.iterdump())
 
 
-def test_unavailable_sampler_and_precision_leave_no_database(workdir: Path) -> None:
-    import importlib.util
+def test_unavailable_sampler_and_precision_leave_no_database(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `import torch` fails, installed or not. (A None in sys.modules would trip scipy, which
+    # looks torch up there.)
+    real_import = builtins.__import__
 
-    if importlib.util.find_spec("torch") is None:
-        result = run_cli("search", "tiny", "--sampler", "gp", cwd=workdir)
-        assert result.returncode == 2
-        assert "sampler 'gp' needs PyTorch" in _one_error_line(result.stderr)
+    def no_torch(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    result = run_cli("search", "tiny", "--sampler", "gp", cwd=workdir)
+    assert result.returncode == 2
+    assert "sampler 'gp' needs PyTorch" in _one_error_line(result.stderr)
     space = workdir / "half.yaml"
     space.write_text((REPO / "spaces" / "tiny.yaml").read_text() + "\ncompute:\n  precision: mixed_float16\n")
     result = run_cli("search", str(space), cwd=workdir)
