@@ -94,7 +94,8 @@ class Study:
         artifacts: str | None = None,
     ) -> dict[str, Any]:
         """Export like `nas export` and return the manifest; raises NasError when a parity
-        check fails (the files and manifest.json are kept)."""
+        check fails (the files and manifest.json are kept). Files that cannot be run here get
+        `not run: <why>` as their verdict in the manifest, never `passed`."""
         from nas.search import runtime
 
         runtime.import_tensorflow()
@@ -110,8 +111,8 @@ class Study:
             retrain_full=retrain_full,
             artifacts=artifacts,
         )
-        manifest, passed = run_export(request, lambda _: None)
-        if not passed:
+        manifest, verdict = run_export(request, lambda _: None)
+        if verdict == "failed":
             raise NasError(f"parity check failed; see {request.out / 'manifest.json'}")
         return manifest
 

@@ -7,6 +7,7 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.deploy.converters import QUANTIZABLE as QUANTIZABLE
+    from nas.search.deploy.converters import QUANTIZE_MODES as QUANTIZE_MODES
     from nas.search.deploy.converters import Written as Written
     from nas.search.deploy.converters import tensorrt_engine_status as tensorrt_engine_status
     from nas.search.deploy.converters import tensorrt_status as tensorrt_status
@@ -19,6 +20,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "converters": [
             "QUANTIZABLE",
+            "QUANTIZE_MODES",
             "Written",
             "tensorrt_engine_status",
             "tensorrt_status",
@@ -30,6 +32,7 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "QUANTIZABLE",
+    "QUANTIZE_MODES",
     "Deployed",
     "Written",
     "deploy",

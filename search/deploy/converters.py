@@ -23,6 +23,12 @@ from nas.search.runtime import import_tensorflow, native_stderr_captured
 Runtime = Callable[[np.ndarray], np.ndarray]
 FLOAT_FORMATS = {ExportFormat.KERAS, ExportFormat.SAVEDMODEL, ExportFormat.ONNX}
 QUANTIZABLE = {ExportFormat.TFLITE, ExportFormat.TFTRT, ExportFormat.TENSORRT}
+# The --quantize modes each format can take, checked before anything is written.
+QUANTIZE_MODES: dict[str, tuple[str, ...]] = {
+    ExportFormat.TFLITE: ("none", "dynamic", "float16", "int8"),
+    ExportFormat.TFTRT: ("none", "float16", "int8"),
+    ExportFormat.TENSORRT: ("none", "float16"),  # int8 needs a calibrator: TF-TRT has one
+}
 ONNX_OPSET = 17
 
 
@@ -30,8 +36,9 @@ ONNX_OPSET = 17
 class Written:
     files: list[Path]
     runtime_name: str
-    runtime: Runtime
+    runtime: Runtime | None  # None: the files cannot be run here, and `not_run` says why
     input: dict[str, Any]  # what the exported model takes, when it differs from float images
+    not_run: str | None = None
 
 
 def _batches(x: np.ndarray, size: int = 256) -> Iterator[np.ndarray]:
@@ -193,9 +200,7 @@ def write_tftrt(model: keras.Model, folder: Path, quantize: str, representative:
 
     staging = folder / "_saved_model_for_tftrt"
     model.export(str(staging), format="tf_saved_model", verbose=False)
-    precision = {"none": "FP32", "float16": "FP16", "int8": "INT8"}.get(quantize)
-    if precision is None:
-        raise NasError(f"{{format}} tftrt takes {{quantize}} none, float16 or int8, not {quantize}")
+    precision = {"none": "FP32", "float16": "FP16", "int8": "INT8"}[quantize]  # checked by the caller
     converter = trt.TrtGraphConverterV2(
         input_saved_model_dir=str(staging), precision_mode=precision, use_calibration=precision == "INT8"
     )
@@ -223,9 +228,9 @@ def write_tensorrt(model: keras.Model, folder: Path, quantize: str) -> Written:
     reason = tensorrt_engine_status()
     if reason:
         raise NasError(f"{{format}} tensorrt: {reason}")
-    if quantize not in ("none", "float16"):
-        raise NasError("{format} tensorrt takes {quantize} none or float16 (int8 needs a calibrator: use tftrt)")
     import tensorrt as trt
+
+    from nas.search.deploy.tensorrt_runtime import cuda_runtime_module, engine_runtime
 
     onnx = write_onnx(model, folder)
     logger = trt.Logger(trt.Logger.WARNING)
@@ -246,10 +251,12 @@ def write_tensorrt(model: keras.Model, folder: Path, quantize: str) -> Written:
         raise ConversionError("TensorRT could not build an engine (see its log above)")
     path = folder / "model.engine"
     path.write_bytes(bytes(engine_bytes))
-    # Running the engine needs CUDA buffers (cuda-python or PyTorch); parity is checked on the
-    # ONNX graph the engine was built from, and the runtime label says so.
-    label = f"tensorrt {trt.__version__} engine built; parity checked on its ONNX source with onnxruntime"
-    return Written([onnx.files[0], path], label, onnx.runtime, {})
+    label = f"tensorrt {trt.__version__} engine ({'FP16' if quantize == 'float16' else 'FP32'})"
+    # The verdict is the engine's own outputs, never its ONNX source's: FP16 kernels can differ.
+    cudart = cuda_runtime_module()
+    if isinstance(cudart, str):
+        return Written([onnx.files[0], path], label, None, {}, not_run=cudart)
+    return Written([onnx.files[0], path], label, engine_runtime(trt, cudart, bytes(engine_bytes)), {})
 
 
 def _remove_tree(path: Path) -> None:

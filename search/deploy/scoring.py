@@ -81,6 +81,7 @@ def deploy(
     representative = data.x_train[:200].astype(np.float32) / 255.0
     with TemporaryDirectory(prefix="nas-tflite-") as tmp:
         written = write_tflite(model, Path(tmp), quantization, representative)
+        assert written.runtime is not None  # the LiteRT interpreter is a dependency: TFLite always runs
         path = written.files[0]
         flat = path.read_bytes()
         x_val = data.x_val.astype(np.float32) / 255.0

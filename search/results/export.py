@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import platform
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
@@ -21,7 +23,7 @@ from optuna.trial import TrialState
 from nas import __version__
 from nas.errors import ConversionError, NasError
 from nas.search.data import Dataset, load_dataset
-from nas.search.deploy import QUANTIZABLE, Written, tensorrt_engine_status, tensorrt_status
+from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
 from nas.search.nets import build_plan, deployed_plan, plan_network
@@ -30,7 +32,7 @@ from nas.search.results.pareto import objective_names
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace, space_from_dict
 from nas.search.training import precision_policy, train_compressed
-from nas.storage import StorageURL, open_storage
+from nas.storage import StorageURL, contained, open_storage, safe_name, trial_number
 from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
 
 MIN_AGREEMENT = 0.99  # float formats: top-1 agreement with the Keras model
@@ -49,20 +51,41 @@ class ExportRequest:
     artifacts: str | None = None
 
 
+PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
+
+
 @dataclass
 class TrialExport:
     trial: int
     record: dict[str, Any]
-    passed: bool
+    verdict: str  # passed, failed, or "not run: <why>"
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASSED
+
+
+def overall_verdict(verdicts: list[str]) -> str:
+    """failed if any failed, else not run if any could not be run, else passed."""
+    if any(v == FAILED for v in verdicts):
+        return FAILED
+    if any(v.startswith(NOT_RUN) for v in verdicts):
+        return NOT_RUN
+    return PASSED
 
 
 def _check_request(req: ExportRequest) -> None:
+    safe_name(req.study, "study")  # its weights lie in the folder of that name
     if req.format not in set(ExportFormat):
         raise NasError(f"{{format}}: unknown format '{req.format}' (use {choices(ExportFormat)})")
     if req.quantize not in set(QuantizeMode):
         raise NasError(f"{{quantize}}: unknown mode '{req.quantize}' (use {choices(QuantizeMode)})")
-    if req.quantize != "none" and req.format not in QUANTIZABLE:
-        raise NasError(f"{{quantize}} {req.quantize} applies to tflite, tftrt and tensorrt, not {req.format}")
+    modes = QUANTIZE_MODES.get(req.format, ("none",))
+    if req.quantize not in modes:
+        if modes == ("none",):
+            raise NasError(f"{{quantize}} {req.quantize} applies to tflite, tftrt and tensorrt, not {req.format}")
+        hint = " (int8 needs a calibrator: use tftrt)" if req.format == "tensorrt" and req.quantize == "int8" else ""
+        raise NasError(f"{{format}} {req.format} takes {{quantize}} {', '.join(modes)}, not {req.quantize}{hint}")
     if req.format == "tftrt" and (reason := tensorrt_status()):
         raise NasError(f"{{format}} tftrt: {reason}")
     if req.format == "tensorrt" and (reason := tensorrt_engine_status()):
@@ -191,9 +214,10 @@ def parity(reference: np.ndarray, exported: np.ndarray, labels: np.ndarray, quan
     }
 
 
-def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str, Any], bool]:
-    """Export every selected trial; returns the manifest and whether every parity check passed.
-    Bad input raises NasError before anything is written."""
+def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str, Any], str]:
+    """Export every selected trial; returns the manifest and the overall verdict (passed,
+    failed, or not run when some file could not be run here). Bad input raises NasError
+    before anything is written."""
     _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
@@ -225,8 +249,10 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
         results.append(_export_one(req, study, t, model, x_val, data.y_val, representative))
         keras.backend.clear_session(free_memory=True)
     manifest = _manifest(req, study, space, data, results)
-    (req.out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-    return manifest, all(r.passed for r in results)
+    partial = req.out / "manifest.json.partial"
+    partial.write_text(json.dumps(manifest, indent=2, default=str))
+    os.replace(partial, req.out / "manifest.json")
+    return manifest, manifest["verdict"]
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
@@ -263,8 +289,10 @@ def _export_one(
     y_val: np.ndarray,
     representative: np.ndarray,
 ) -> TrialExport:
-    folder = req.out / f"trial-{t.number}"
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write one trial's files into a staging folder and move it into place only once they are
+    complete, so a failed or interrupted export leaves no half-written `trial-N/`."""
+    folder = contained(req.out, f"trial-{trial_number(t.number)}")  # not through a link out of --out
+    staging = req.out / f".trial-{t.number}.partial"
     names = objective_names(study)
     record: dict[str, Any] = {
         "trial": t.number,
@@ -277,18 +305,37 @@ def _export_one(
         "retrained_on_full_data": req.retrain_full,
     }
     reference = model.predict(x_val, verbose=0)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     try:
-        written = _write(req.format, model, folder, req.quantize, representative)
+        written = _write(req.format, model, staging, req.quantize, representative)
     except ConversionError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
         record["error"] = str(exc)
-        return TrialExport(t.number, record, False)
-    exported = written.runtime(x_val)
-    record["files"] = [_file_record(p, req.out) for p in written.files]
+        record["verdict"] = FAILED
+        return TrialExport(t.number, record, FAILED)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier export of this trial into the same folder
+    os.replace(staging, folder)
+    record["files"] = [_file_record(folder / p.relative_to(staging), req.out) for p in written.files]
     record["runtime"] = written.runtime_name
     if written.input:
         record["input"] = written.input
-    record["parity"] = parity(reference, exported, y_val, quantized=req.quantize != "none")
-    return TrialExport(t.number, record, record["parity"]["passed"])
+    if written.runtime is None:
+        verdict = f"{NOT_RUN}: {written.not_run}"
+    else:
+        try:
+            exported = written.runtime(x_val)
+        except Exception as exc:  # the files exist but their runtime refuses them: a failed check
+            record["error"] = f"{written.runtime_name} could not run the exported files: {exc}".splitlines()[0]
+            verdict = FAILED
+        else:
+            record["parity"] = parity(reference, exported, y_val, quantized=req.quantize != "none")
+            verdict = PASSED if record["parity"]["passed"] else FAILED
+    record["verdict"] = verdict
+    return TrialExport(t.number, record, verdict)
 
 
 def _manifest(
@@ -322,5 +369,7 @@ def _manifest(
         "parity_data": {"split": "validation", "images": len(data.y_val)}
         | ({"note": "part of training (retrain_full): accuracies are optimistic"} if req.retrain_full else {}),
         "trials": [r.record for r in results],
+        # Only what ran gets a verdict: `passed` is true only when every file was run and agreed.
+        "verdict": overall_verdict([r.verdict for r in results]),
         "passed": all(r.passed for r in results),
     }

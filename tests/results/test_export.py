@@ -127,9 +127,6 @@ def test_retrain_full_exports_a_freshly_trained_model(study_dir: Path) -> None:
 
 
 def test_export_errors_are_one_line_with_status_2(study_dir: Path) -> None:
-    study = _study(study_dir)
-    front = {t.number for t in study.best_trials}
-    dominated = [t.number for t in study.trials if t.state == TrialState.COMPLETE and t.number not in front]
     cases: list[tuple[list[str], str]] = [
         (["export", "nope", "--format", "onnx", "--out", "x"], "study 'nope' not found"),
         (["export", "exp", "--format", "onnx", "--out", "/etc/hostname/sub"], "--out: cannot write to"),
@@ -141,20 +138,46 @@ def test_export_errors_are_one_line_with_status_2(study_dir: Path) -> None:
             ["export", "exp", "--format", "onnx", "--quantize", "int8", "--out", "x"],
             "--quantize int8 applies to tflite",
         ),
+        (
+            ["export", "exp", "--format", "tensorrt", "--quantize", "int8", "--out", "x"],
+            "--format tensorrt takes --quantize none, float16, not int8 (int8 needs a calibrator: use tftrt)",
+        ),
+        (
+            ["export", "exp", "--format", "tftrt", "--quantize", "dynamic", "--out", "x"],
+            "--format tftrt takes --quantize none, float16, int8, not dynamic",
+        ),
         (["export", "exp", "--format", "tftrt", "--out", "x"], "--format tftrt: this TensorFlow 2.21.0 build has no"),
         (["export", "exp", "--format", "tensorrt", "--out", "x"], "--format tensorrt: "),
         (["export", "exp", "--format", "pdf", "--out", "x"], "Invalid value for '--format'"),
     ]
-    if dominated:
-        cases.append(
-            (["export", "exp", "--format", "onnx", "--trial", str(dominated[0]), "--out", "x"], "were deleted on")
-        )
     for args, message in cases:
         result = run_cli(*args, cwd=study_dir)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.startswith("Error: ") and message in result.stderr, (args, result.stderr)
         assert result.stderr.strip().count("\n") == 0, result.stderr
     assert not (study_dir / "x").exists()
+
+
+def test_export_of_a_trial_whose_weights_were_deleted(study_dir: Path, tmp_path: Path) -> None:
+    """On a copy of the study, retention deletes one front trial's weights: exporting it says when."""
+    import shutil
+
+    shutil.copy(study_dir / "nas.db", tmp_path / "nas.db")
+    shutil.copytree(study_dir / "nas-artifacts", tmp_path / "nas-artifacts")
+    chosen = _study(tmp_path).best_trials[0].number
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'nas.db'}")
+    with engine.begin() as connection:  # the copy's rows point at the copy's files
+        connection.execute(
+            sa.text("UPDATE nas_weights SET path = replace(path, :old, :new)"),
+            {"old": str(study_dir), "new": str(tmp_path)},
+        )
+    store = WeightStore(engine, tmp_path / "nas-artifacts")
+    assert chosen in store.retain("exp", keep=set())
+    args = ["export", "exp", "--format", "onnx", "--trial", str(chosen), "--out", "x"]
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"Error: weights of trial {chosen} were deleted on "), result.stderr
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.slow
@@ -164,3 +187,91 @@ def test_search_without_weights_keeps_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "nas-artifacts").exists()
     result = run_nas("export", "tiny", "--format", "keras", "--out", "out", cwd=tmp_path)
     assert result.returncode == 2 and "has no stored weights" in result.stderr
+
+
+@pytest.mark.slow
+def test_files_that_cannot_run_here_are_not_run_never_passed(study_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer whose runtime is missing here (a TensorRT engine without cuda-python): the
+    files are kept, the verdict says `not run` and why, and the export exits 0 with a warning."""
+    from nas.search.deploy import Written
+    from nas.search.deploy import converters as ex
+    from nas.search.results import export
+
+    def keras_without_runtime(fmt: str, model: object, folder: Path, quantize: str, rep: object) -> Written:
+        written = ex.write_keras(model, folder)  # type: ignore[arg-type]
+        return Written(written.files, "engine", None, {}, not_run="no runtime here (test)")
+
+    monkeypatch.setattr(export, "_write", keras_without_runtime)
+    out = study_dir / "out-not-run"
+    result = run_cli("export", "exp", "--format", "keras", "--out", str(out), cwd=study_dir)
+    assert result.returncode == 0, result.stderr
+    assert "Warning: the files of at least one trial could not be run here" in result.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["verdict"] == "not run" and manifest["passed"] is False
+    for record in manifest["trials"]:
+        assert record["verdict"] == "not run: no runtime here (test)" and "parity" not in record
+        assert (out / record["files"][0]["path"]).is_file()
+
+
+def _one_trial_export(tmp_path: Path, write: object, monkeypatch: pytest.MonkeyPatch) -> object:
+    """_export_one on a one-trial study and a small Keras model, with `write` as the writer."""
+    import keras
+    import numpy as np
+
+    from nas.search.results import export
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    study.set_metric_names(["accuracy", "throughput"])
+    study.add_trial(optuna.trial.create_trial(values=[0.5, 100.0]))
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10, "softmax")])
+    monkeypatch.setattr(export, "_write", write)
+    request = export.ExportRequest(storage=None, study="s", out=tmp_path, format="keras")  # type: ignore[arg-type]
+    x = np.random.default_rng(0).random((20, 8, 8, 1), dtype=np.float32)
+    return export._export_one(request, study, study.trials[0], model, x, np.zeros(20, int), x)
+
+
+def test_a_failing_or_interrupted_export_leaves_no_trial_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nas.errors import ConversionError
+
+    def half_then(error: BaseException) -> object:
+        def write(fmt: str, model: object, folder: Path, quantize: str, rep: object) -> None:
+            (folder / "model.part").write_bytes(b"half")  # what a converter wrote before failing
+            raise error
+
+        return write
+
+    result = _one_trial_export(tmp_path, half_then(ConversionError("converter said no")), monkeypatch)
+    assert result.verdict == "failed" and result.record["error"] == "converter said no"  # type: ignore[attr-defined]
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt):
+        _one_trial_export(tmp_path, half_then(KeyboardInterrupt()), monkeypatch)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_runtime_that_refuses_the_files_is_a_failed_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from nas.search.deploy import Written
+
+    def refuse(x: np.ndarray) -> np.ndarray:
+        raise RuntimeError("unsupported op")
+
+    def write(fmt: str, model: object, folder: Path, quantize: str, rep: object) -> Written:
+        (folder / "model.bin").write_bytes(b"complete")
+        return Written([folder / "model.bin"], "fake runtime", refuse, {})
+
+    result = _one_trial_export(tmp_path, write, monkeypatch)
+    assert result.verdict == "failed"  # type: ignore[attr-defined]
+    assert result.record["error"] == "fake runtime could not run the exported files: unsupported op"  # type: ignore[attr-defined]
+    assert (tmp_path / "trial-0" / "model.bin").read_bytes() == b"complete"  # complete files are kept
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+
+
+def test_overall_verdict() -> None:
+    from nas.search.results.export import overall_verdict
+
+    assert overall_verdict(["passed", "passed"]) == "passed"
+    assert overall_verdict(["passed", "not run: no GPU"]) == "not run"
+    assert overall_verdict(["not run: no GPU", "failed"]) == "failed"
