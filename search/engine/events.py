@@ -17,7 +17,7 @@ from nas.search.records import TrialAttr
 @dataclass(frozen=True)
 class TrialReport:
     number: int
-    complete: bool
+    complete: bool  # finished without failing: trained (COMPLETE) or screened out (PRUNED)
     values: list[float] = field(default_factory=list)
     screened: str | None = None
     constraints: dict[str, float] = field(default_factory=dict)
@@ -34,7 +34,7 @@ class TrialReport:
             seconds = (trial.datetime_complete - trial.datetime_start).total_seconds()
         return cls(
             number=trial.number,
-            complete=trial.state == TrialState.COMPLETE,
+            complete=trial.state in (TrialState.COMPLETE, TrialState.PRUNED),
             values=list(trial.values or []),
             screened=attrs.get(TrialAttr.SCREENED),
             constraints=dict(trial.constraints),

@@ -75,13 +75,26 @@ class Heartbeat:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{trial_id}", daemon=True)
+        self.failures = 0
 
     def _beat(self) -> None:
+        failing = False
         while True:
             try:
                 self._storage.record_heartbeat(self._trial_id)
+                if failing:
+                    log.warning("Heartbeat of trial id %s recorded again", self._trial_id)
+                failing = False
             except Exception as exc:  # a lost connection must not kill the trial; retry next beat
-                log.debug("heartbeat of trial %s failed: %s", self._trial_id, exc)
+                self.failures += 1
+                if not failing:  # once per outage: the trial goes on, but others may soon call it lost
+                    log.warning(
+                        "Warning: heartbeat of trial id %s not recorded (%s); if this lasts, other workers "
+                        "will take the trial for lost and run it again",
+                        self._trial_id,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    )
+                failing = True
             if self._stop.wait(self._interval):
                 return
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import socket
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -29,6 +30,12 @@ def requeue(study: optuna.Study, trial: FrozenTrial, *, count_retry: bool = True
     return True
 
 
+def _checkable_here(trial: FrozenTrial) -> bool:
+    """Whether this host can tell if the trial's worker lives without a heartbeat."""
+    worker = WorkerIdentity.from_attr(trial.user_attrs.get(TrialAttr.WORKER))
+    return worker is not None and worker.host == socket.gethostname()
+
+
 def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str | None:
     worker = WorkerIdentity.from_attr(trial.user_attrs.get(TrialAttr.WORKER))
     if worker is not None and worker.is_gone():
@@ -45,12 +52,23 @@ def _orphan_reason(trial: FrozenTrial, stale: set[int], grace_s: float) -> str |
 
 
 def recover_orphans(study: optuna.Study, grace_s: float) -> list[str]:
-    """Fail every RUNNING trial whose worker is gone and queue it again; returns what was done."""
-    stale = stale_trial_ids(study) or set()
+    """Fail every RUNNING trial whose worker is gone and queue it again; returns what was done
+    (and a warning when trials of other hosts could not be checked)."""
+    found = stale_trial_ids(study)
+    stale = found or set()
     storage = study_storage(study)
     done = []
     # Unfiltered: served from Optuna's cache of finished trials, unlike a state filter.
     running = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    if found is None:
+        # Only the heartbeat can tell whether another host's trial is still alive.
+        unchecked = [t.number for t in running if not _checkable_here(t)]
+        if unchecked:
+            done.append(
+                "Warning: cannot read trial heartbeats from this storage, so trials running on other hosts "
+                f"({', '.join(map(str, unchecked[:10]))}{', ...' if len(unchecked) > 10 else ''}) cannot be "
+                "recovered if their worker died"
+            )
     for trial in running:
         reason = _orphan_reason(trial, stale, grace_s)
         if reason is None:

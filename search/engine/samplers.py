@@ -29,5 +29,6 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def worker_sampler(name: str, seed: int, worker_index: int, trials_so_far: int) -> optuna.samplers.BaseSampler:
     """A sampler seeded apart from every other worker's and from earlier runs of this one:
     workers with one seed would propose identical points (a known NSGA-II pitfall), and a
-    resumed sampler with the same seed would replay its first proposals."""
-    return make_sampler(name, seed + 7919 * worker_index + trials_so_far)
+    resumed sampler with the same seed would replay its first proposals. Taken modulo 2**32,
+    the range NumPy's generators accept (a standalone `nas worker` uses its pid as index)."""
+    return make_sampler(name, (seed + 7919 * worker_index + trials_so_far) % 2**32)

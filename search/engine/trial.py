@@ -3,7 +3,6 @@ exists), build it, measure it on this device, check measured constraints, train 
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -170,10 +169,10 @@ class TrialRunner:
             return TrialOutcome(self._values(run))
         finally:
             # Without this, every trial's graphs and weights stay alive in the process and a
-            # long search grows until it is killed (the classic KerasTuner complaint).
+            # long search grows until it is killed (the classic KerasTuner complaint). With
+            # free_memory, clear_session runs the full garbage collection itself.
             run.model = None
             keras.backend.clear_session(free_memory=True)
-            gc.collect()
 
     def _plan(self, run: _Run) -> None:
         trial = run.trial
@@ -192,6 +191,12 @@ class TrialRunner:
             need_latency=self.space.spec.constraints.max_latency_ms is not None,
         )
         run.cost = cost
+        unsettled = [t.batch_size for t in cost.throughput.values() if not t.warmup_settled]
+        if unsettled or (cost.latency is not None and not cost.latency.warmup_settled):
+            self.warn(
+                f"Warning: trial {trial.number}: the warm-up before timing did not settle within its time limit; "
+                "its figures are stored as untrustworthy (hardware.trustworthy false)"
+            )
         trial.set_user_attr(TrialAttr.DEVICE, cost.device)
         trial.set_user_attr(TrialAttr.HARDWARE, cost.to_attr())
         trial.set_user_attr(TrialAttr.THROUGHPUT_SPREAD, round(cost.primary.spread, 4))

@@ -40,6 +40,7 @@ class HardwareCost:
     xla: bool = False
     cached: dict[str, bool] = field(default_factory=dict)  # which figures came from the cache
     seconds: float = 0.0  # what measuring (or looking up) cost in this trial
+    signature: str = ""  # the architecture signature: the cache's key, shared by equal networks
 
     @property
     def primary(self) -> Throughput:
@@ -59,6 +60,7 @@ class HardwareCost:
             "trustworthy": self.trustworthy,
             "cached": self.cached,
             "seconds": round(self.seconds, 4),
+            "signature": self.signature,
         }
 
 
@@ -122,7 +124,8 @@ class HardwareProfiler:
                 lambda: measure_latency(model, max_spread=self.spec.max_spread, jit_compile=xla).to_dict(),
             )
             latency = Latency.from_dict(result)
-        return HardwareCost(throughput, latency, self.device, precision, xla, cached, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        return HardwareCost(throughput, latency, self.device, precision, xla, cached, seconds, signature)
 
     def peak_flops(self, precision: str) -> float | None:
         """The device's peak FLOP/s: the data-sheet figure for known GPUs, a measured float32

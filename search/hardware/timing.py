@@ -35,6 +35,9 @@ class Throughput:
     rounds: tuple[float, ...]  # images/s of each timed round
     warmup_calls: int
     seconds: float  # wall time of the whole measurement
+    # False: the warm-up hit its time limit still changing, so the rounds may include it.
+    # (Figures cached before this was recorded read as settled.)
+    warmup_settled: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +56,7 @@ class Latency:
     calls: int
     warmup_calls: int
     seconds: float
+    warmup_settled: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,11 +105,13 @@ def _timed_forward(model: keras.Model, batch_size: int, jit_compile: bool) -> Ca
     return run
 
 
-def _warm_up(run: Callable[[int], float]) -> list[float]:
+def _warm_up(run: Callable[[int], float]) -> tuple[list[float], bool]:
+    """Single calls until their times settle, at most WARMUP_MAX_SECONDS; returns the times
+    and whether they settled (a measurement that never settled is not trustworthy)."""
     times: list[float] = []
     while not _settled(times) and sum(times) < WARMUP_MAX_SECONDS:
         times.append(run(1))
-    return times
+    return times, _settled(times)
 
 
 def measure_throughput(
@@ -119,7 +125,7 @@ def measure_throughput(
 ) -> Throughput:
     started = time.perf_counter()
     run = _timed_forward(model, batch_size, jit_compile)
-    warmup = _warm_up(run)
+    warmup, settled = _warm_up(run)
     per_call = statistics.median(warmup[-WARMUP_MIN_CALLS:])
     calls = max(1, round(round_seconds / max(per_call, 1e-9)))
 
@@ -134,12 +140,13 @@ def measure_throughput(
     return Throughput(
         images_per_s=statistics.median(figures),
         spread=spread,
-        trustworthy=spread <= max_spread,
+        trustworthy=spread <= max_spread and settled,
         batch_size=batch_size,
         calls_per_round=calls,
         rounds=tuple(figures),
         warmup_calls=len(warmup),
         seconds=time.perf_counter() - started,
+        warmup_settled=settled,
     )
 
 
@@ -153,7 +160,7 @@ def measure_latency(
     """Milliseconds per single image, each call timed on its own and synced (p50 and p95)."""
     started = time.perf_counter()
     run = _timed_forward(model, 1, jit_compile)
-    warmup = _warm_up(run)
+    warmup, settled = _warm_up(run)
     per_call = statistics.median(warmup[-WARMUP_MIN_CALLS:])
     calls = max(LATENCY_MIN_CALLS, round(seconds / max(per_call, 1e-9)))
     times = [run(1) * 1000.0 for _ in range(calls)]
@@ -163,10 +170,11 @@ def measure_latency(
         p50_ms=statistics.median(times),
         p95_ms=cuts[18],
         spread=spread,
-        trustworthy=spread <= max_spread,
+        trustworthy=spread <= max_spread and settled,
         calls=calls,
         warmup_calls=len(warmup),
         seconds=time.perf_counter() - started,
+        warmup_settled=settled,
     )
 
 
