@@ -35,10 +35,15 @@ def _prepare_sqlite(url: StorageURL, create: bool) -> None:
     path = url.sqlite_path
     if path is None:
         return
-    if not path.exists():
+    try:
+        exists, folder_exists = path.exists(), path.parent.exists()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise NasError(f"storage '{url}': cannot use {path} as a database file ({reason})") from None
+    if not exists:
         if not create:
             raise NasError(f"no database at {path} (run `nas search` first, or pass {{storage}} / set NAS_STORAGE)")
-        if not path.parent.exists():
+        if not folder_exists:
             raise NasError(f"storage '{url}': folder {path.parent} does not exist")
     try:
         with sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S) as con:
@@ -69,6 +74,24 @@ def _begin_immediate(engine: sqlalchemy.Engine) -> None:
     engine.dispose()  # connections opened before the hooks existed must not be reused
 
 
+def widen_weight_sizes(engine: sqlalchemy.Engine) -> None:
+    """Databases made before weight sizes were 64-bit hold them in a 32-bit INTEGER on
+    PostgreSQL and MySQL (a 2 GiB model would not fit); widen the column once. SQLite's
+    INTEGER is already 64-bit."""
+    if engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
+        return
+    columns = {c["name"]: c["type"] for c in sqlalchemy.inspect(engine).get_columns("nas_weights")}
+    if isinstance(columns.get("bytes"), sqlalchemy.BigInteger):
+        return
+    statement = (
+        "ALTER TABLE nas_weights ALTER COLUMN bytes TYPE BIGINT"
+        if engine.dialect.name == "postgresql"
+        else "ALTER TABLE nas_weights MODIFY bytes BIGINT NOT NULL"
+    )
+    with engine.begin() as connection:
+        connection.exec_driver_sql(statement)
+
+
 def open_storage(
     url: StorageURL,
     *,
@@ -95,6 +118,7 @@ def open_storage(
             _begin_immediate(storage.engine)
         if create:
             Base.metadata.create_all(storage.engine)  # our tables, in the same first step
+            widen_weight_sizes(storage.engine)
         return storage
     except (sqlalchemy.exc.SQLAlchemyError, RuntimeError, optuna.exceptions.StorageInternalError) as exc:
         # Optuna wraps SQLAlchemy's error (the connection's reason is in its cause).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Integer, String, UniqueConstraint, func
+from sqlalchemy import JSON, BigInteger, DateTime, Float, Integer, String, UniqueConstraint, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -59,7 +59,7 @@ class Weights(Base):
     trial: Mapped[int] = mapped_column(Integer)
     host: Mapped[str] = mapped_column(String(255))
     path: Mapped[str] = mapped_column(String(4096))
-    bytes: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(BigInteger)  # INTEGER is 32-bit on PostgreSQL and MySQL
     sha256: Mapped[str] = mapped_column(String(64))
     created: Mapped[dt.datetime] = mapped_column(DateTime, server_default=func.now())
     deleted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)

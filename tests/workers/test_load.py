@@ -1,0 +1,45 @@
+"""Load test on the real PostgreSQL: 8 pool workers, hundreds of screened trials, workers
+killed with SIGKILL throughout (benchmarks/load.py does the run and the checks).
+
+The suite runs NAS_LOAD_TRIALS trials (default 400, about seven minutes here); the
+2,000-trial run recorded in benchmarks/RESULTS.md is `NAS_LOAD_TRIALS=2000` or
+`python benchmarks/load.py`."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from types import ModuleType
+
+import pytest
+
+from ..helpers import REPO, server_url
+
+
+def _load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("load", REPO / "benchmarks" / "load.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_eight_workers_killed_at_random_lose_nothing_on_postgresql() -> None:
+    trials = int(os.environ.get("NAS_LOAD_TRIALS", "400"))
+    result = _load_benchmark().run_load(
+        server_url("postgresql"), workers=8, trials=trials, kill_every=(8.0, 15.0), seed=1
+    )
+    print(result)  # the figures, for `pytest -s`
+    assert result["returncode"] == 0, result["stderr_tail"]
+    assert result["finished"] == trials  # the budget, met exactly
+    assert set(result["states"]) <= {"PRUNED", "FAIL"}, result["states"]  # nothing RUNNING or WAITING
+    assert result["kills"] >= 3, result  # the run really was interrupted
+    assert result["failed_by_kills"] >= 1, result
+    assert result["unexplained_failures"] == [] and result["failed_not_retried"] == []
+    assert result["snapshotted"] > 0 and result["changed_after_finishing"] == []
+    assert result["measured_trials"] > 0, result
+    assert result["measured_architectures_missing_from_cache"] == []
+    assert result["throughput_disagreeing_with_cache"] == []
+    assert result["weights_rows"] == 0  # nothing was trained, so nothing was kept
