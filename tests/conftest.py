@@ -4,11 +4,32 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .helpers import run_nas
+from .helpers import LOCK_DIR_ENV, run_nas
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The device locks of session fixtures (the finished study): the default folder is shared
+    by every `nas` on the machine, so other people's searches would hold up our timings and
+    ours theirs. Session fixtures start before any test's own folder is set."""
+    folder = tmp_path_factory.mktemp("locks")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LOCK_DIR_ENV, str(folder))
+        yield folder
+
+
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own device-lock folder, which its `nas` subprocesses inherit. A test
+    whose processes must share locks gets that from this one folder (or passes one itself)."""
+    folder = tmp_path_factory.mktemp("locks")
+    monkeypatch.setenv(LOCK_DIR_ENV, str(folder))
+    return folder
 
 
 @pytest.fixture

@@ -8,21 +8,50 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from optuna.study import StudyDirection
+    from optuna.trial import FrozenTrial
+
 REPO = Path(__file__).resolve().parents[1]
+# search/hardware/lock.py's folder of device locks; conftest gives each test its own.
+LOCK_DIR_ENV = "NAS_LOCK_DIR"
 
 
 def nas_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a `nas` subprocess, with the test's own lock folder: a
+    shared one would make its timings wait on, and delay, every other `nas` on the machine."""
     env = {k: v for k, v in os.environ.items() if k != "NAS_STORAGE"}
     env.update(extra)
+    assert env.get(LOCK_DIR_ENV), f"{LOCK_DIR_ENV} is unset: tests/conftest.py sets it for every test"
     return env
 
 
+def usable_cpus(count: int) -> list[int]:
+    """The first `count` cores this test may run on (its affinity: a cpuset or taskset may
+    allow fewer than the machine has, and numbers them as it likes); skips with fewer."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < count:
+        pytest.skip(f"needs {count} cores, this process may use {len(cores)} ({cores})")
+    return cores[:count]
+
+
+def _pinned(cpus: Collection[int] | None) -> Callable[[], None] | None:
+    """A Popen preexec_fn that starts the child on exactly these cores (None: as this one)."""
+    return None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
+
+
 def run_nas(
-    *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    cpus: Collection[int] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nas", *args],
@@ -31,6 +60,7 @@ def run_nas(
         capture_output=True,
         text=True,
         timeout=timeout,
+        preexec_fn=_pinned(cpus),
     )
 
 
@@ -57,7 +87,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["nas", *args], code, out.getvalue(), err.getvalue())
 
 
-def start_nas(*args: str, cwd: Path) -> subprocess.Popen[str]:
+def start_nas(*args: str, cwd: Path, cpus: Collection[int] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "nas", *args],
         cwd=cwd,
@@ -65,9 +95,12 @@ def start_nas(*args: str, cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_pinned(cpus),
     )
 
 
+# The servers the `server` tests use, as the README and .ci/run state: PostgreSQL and MariaDB
+# (the mysql backend), each with a database `test` its user may create tables in.
 SERVERS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test?connect_timeout=3",
     "mysql": "mysql+pymysql://root@127.0.0.1:3306/test?connect_timeout=3",
@@ -83,10 +116,24 @@ def server_url(kind: str) -> str:
     try:
         sqlalchemy.create_engine(url).connect().close()
     except sqlalchemy.exc.OperationalError as exc:
+        reason = f"no {kind} server answers at {url.split('@')[1]}: {str(exc).splitlines()[0]}"
         if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"no {kind} server answers at {url.split('@')[1]}: {str(exc).splitlines()[0]}")
+            pytest.fail(f"{reason} (CI=true: the CI machine must run it, see .ci/run)", pytrace=False)
+        pytest.skip(reason)
     return url
+
+
+def brute_force_front(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> set[int]:
+    """Numbers of the finished trials that no other finished trial dominates, by comparing
+    every pair: a check on fronts that owes nothing to Optuna's or nas' own code."""
+    signs = [1.0 if d.name == "MAXIMIZE" else -1.0 for d in directions]
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    points = {t.number: [s * v for s, v in zip(signs, t.values, strict=True)] for t in done}
+
+    def dominates(a: list[float], b: list[float]) -> bool:
+        return all(x >= y for x, y in zip(a, b, strict=True)) and a != b
+
+    return {n for n, p in points.items() if not any(dominates(q, p) for q in points.values())}
 
 
 def drop_study(url: str, name: str) -> None:

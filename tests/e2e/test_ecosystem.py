@@ -5,6 +5,7 @@ oracle with resume, the Python API, and --format json listings."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from ..helpers import REPO, run_cli, run_nas
+from ..helpers import REPO, brute_force_front, run_cli, run_nas
 
 
 def _external_resources(page: str) -> list[str]:
@@ -33,6 +34,30 @@ def _external_resources(page: str) -> list[str]:
     return found
 
 
+def _pareto_plot_points(page: str) -> dict[str, list[tuple[int, float, float]]]:
+    """(trial, x, y) of each trace of the report's Pareto plot (its first), by trace name
+    without the count, read from the data the page hands Plotly."""
+    start = re.search(r'Plotly\.newPlot\(\s*"plot0",\s*', page)
+    assert start, "no Pareto plot in the report"
+    traces, _ = json.JSONDecoder().raw_decode(page, start.end())
+    points = {}
+    for trace in traces:
+        trials = [int(text.split("<br>")[0].removeprefix("trial ")) for text in trace["text"]]
+        points[trace["name"].split(" (")[0]] = sorted(zip(trials, trace["x"], trace["y"], strict=True))
+    return points
+
+
+def _expected_pareto_points(study: optuna.Study) -> dict[str, list[tuple[int, float, float]]]:
+    """What the plot must show: throughput (x) against accuracy (y), the front from every pair."""
+    front = brute_force_front(study.trials, study.directions)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    return {
+        "Pareto front": sorted((t.number, t.values[1], t.values[0]) for t in done if t.number in front),
+        "dominated": sorted((t.number, t.values[1], t.values[0]) for t in done if t.number not in front),
+        "infeasible": [],
+    }
+
+
 @pytest.mark.slow
 def test_report_is_self_contained_with_every_trial(finished_study: Path) -> None:
     result = run_nas("report", "tiny", "--out", "out/report.html", "--png", cwd=finished_study)
@@ -44,6 +69,9 @@ def test_report_is_self_contained_with_every_trial(finished_study: Path) -> None
     summary = json.loads(page.split('id="summary">')[1].split("</script>")[0])
     assert summary["finished"] == 3 and summary["study"] == "tiny"
     assert page.count("<tr>") == 1 + 3  # header + one row per trial
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{finished_study / 'nas.db'}")
+    assert _pareto_plot_points(page) == _expected_pareto_points(study)
+    assert summary["pareto"] == len(brute_force_front(study.trials, study.directions))
     assert (finished_study / "out" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -97,7 +125,8 @@ def test_optuna_dashboard_serves_the_study(finished_study: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0") as reply:
             detail = json.load(reply)
         assert len(detail["trials"]) == 3 and detail["objective_names"] == ["accuracy", "throughput"]
-        assert {t["number"] for t in detail["best_trials"]} <= {0, 1, 2}
+        study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{finished_study / 'nas.db'}")
+        assert {t["number"] for t in detail["best_trials"]} == brute_force_front(study.trials, study.directions)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -145,9 +174,10 @@ def test_keras_tuner_runs_on_the_optuna_oracle_and_resumes(tmp_path: Path) -> No
             assert set(t.params) >= {"units", "dropout", "learning_rate"}
             # Conditional: never sampled without dropout. (Like KerasTuner's own oracles, a
             # hyperparameter first seen while a trial builds takes its default in that trial.)
-            if not t.params["dropout"]:
-                assert "rate" not in t.params
+            assert t.params["dropout"] or "rate" not in t.params
             assert 0 < t.values[0] <= 1 and t.values[1] > 0
+        # Trial 0 takes the default (off), so the check above met a trial without dropout.
+        assert any(not t.params["dropout"] for t in complete)
         # get_best_trials prints the Pareto front: one line per front trial.
         printed = [line for line in done.stdout.splitlines() if line.startswith("front: ")]
         assert len(printed) == len(study.best_trials)
@@ -168,10 +198,13 @@ def test_python_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen == [0, 1]
     front = study.pareto()
     assert front and {"trial", "accuracy", "throughput", "parameters"} <= set(front[0])
+    stored = optuna.load_study(study_name="api", storage="sqlite:///api.db")
+    assert {r["trial"] for r in front} == brute_force_front(stored.trials, stored.directions)
     again = api.load("api", storage="sqlite:///api.db")
     assert [t["trial"] for t in again.trials()] == [0, 1]
     manifest = again.export("keras", tmp_path / "exported")
     assert manifest["passed"] and (tmp_path / "exported" / "manifest.json").exists()
-    assert again.report(tmp_path / "r.html").stat().st_size > 1_000_000
+    page = again.report(tmp_path / "r.html").read_text()
+    assert _pareto_plot_points(page) == _expected_pareto_points(stored)
     with pytest.raises(api.NasError, match="study 'nope' not found"):
         api.load("nope", storage="sqlite:///api.db")

@@ -15,7 +15,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from ..helpers import nas_env, run_nas, start_nas
+from ..helpers import brute_force_front, nas_env, run_nas, start_nas
 
 
 def _study(folder: Path, name: str = "tiny") -> optuna.Study:
@@ -219,6 +219,11 @@ def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
         check=True,
     )
     assert sorted(t["number"] for t in json.loads(theirs.stdout)) == sorted(r["trial"] for r in records)
+    study = _study(finished_study)
+    assert {r["trial"] for r in records} == brute_force_front(study.trials, study.directions)
+    assert {r["trial"]: [r["accuracy"], r["throughput"]] for r in records} == {
+        r["trial"]: study.trials[r["trial"]].values for r in records
+    }
 
     csv_out = run_nas("pareto", "tiny", "--format", "csv", cwd=finished_study)
     header, *rows = csv_out.stdout.strip().splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from nas.search.space import MeasureSpec, load_space, space_from_dict
 from nas.search.training import precision_policy
 from nas.storage import MeasurementCache, open_storage, resolve_storage_url
 
-from ..helpers import REPO
+from ..helpers import REPO, nas_env
 
 
 class Recorder(SearchEvents):
@@ -62,7 +63,24 @@ def test_fingerprint_fields_and_key() -> None:
     assert key != device_key(info, precision="mixed_bfloat16", xla=False)
     assert key != device_key(info, precision="float32", xla=True)
     assert key != device_key({**info, "name": "another cpu"}, precision="float32", xla=False)
-    assert lock_name(info) == ("cpu" if info["kind"] == "cpu" else lock_name(info))
+
+
+def test_lock_name_is_the_device_or_the_pinned_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Known affinities, not this machine's: a cpuset or taskset would change the real one.
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert lock_name({"kind": "cpu"}) == "cpu"  # every core: the one CPU lock of the machine
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 1})
+    assert lock_name({"kind": "cpu"}) == "cpu1-3"  # a pool worker's cores
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert lock_name({"kind": "gpu"}) == "gpu2"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-GPU-ab12/1/0")
+    assert lock_name({"kind": "gpu"}) == "gpuMIG-GPU-ab12_1_0"  # a file name, no folders
+
+
+def test_locks_live_in_the_tests_own_folder(lock_dir: Path) -> None:
+    assert DeviceLock("cpu").main.parent == lock_dir
+    assert nas_env()["NAS_LOCK_DIR"] == str(lock_dir)  # and in every `nas` it starts
 
 
 def test_precision_policies_by_device() -> None:

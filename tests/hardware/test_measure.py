@@ -37,11 +37,13 @@ def test_throughput_is_positive_with_a_spread() -> None:
 
 def test_device_description_names_the_cpu() -> None:
     info = describe_device()
-    assert info["kind"] in ("cpu", "gpu")
     assert info["tensorflow"].startswith("2.")
     assert info["name"]
-    if info["kind"] == "cpu":
-        assert info["threads"] >= 1
+    gpus = runtime.import_tensorflow().config.list_physical_devices("GPU")
+    if gpus:  # the machine decides which description is due; either is checked
+        assert info["kind"] == "gpu" and info["visible_gpus"] == len(gpus)
+    else:
+        assert info["kind"] == "cpu" and info["threads"] >= 1
 
 
 def test_latency_percentiles() -> None:

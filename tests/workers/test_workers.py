@@ -15,7 +15,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from ..helpers import REPO, drop_study, run_cli, run_nas, server_url, start_nas
+from ..helpers import REPO, drop_study, run_cli, run_nas, server_url, start_nas, usable_cpus
 
 
 def _study(storage: str, name: str) -> optuna.Study:
@@ -82,15 +82,16 @@ def _wait_for_running(storage: str, name: str, phase: str, timeout: float = 300)
 
 @pytest.mark.slow
 def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
-    result = run_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir)
+    a, b = usable_cpus(2)  # the search runs on two known cores, whatever this machine has
+    result = run_nas("search", "tiny", "--workers", "2", "--trials", "6", cwd=workdir, cpus=(a, b))
     assert result.returncode == 0, result.stderr
-    assert "Starting 2 workers: CPU, cpu 0, 1 threads; CPU, cpu 1, 1 threads" in result.stderr
+    assert f"Starting 2 workers: CPU, cpu {a}, 1 threads; CPU, cpu {b}, 1 threads" in result.stderr
     study = _study("sqlite:///nas.db", "tiny")
     assert _states(study) == {"COMPLETE": 6}
     workers = [t.user_attrs["worker"] for t in study.trials]
     assert {w["index"] for w in workers} == {0, 1}
     # Disjoint cores, and TensorFlow's pools sized to them.
-    assert {w["index"]: tuple(w["cpus"]) for w in workers} == {0: (0,), 1: (1,)}
+    assert {w["index"]: tuple(w["cpus"]) for w in workers} == {0: (a,), 1: (b,)}
     assert all(w["intra_op_threads"] == 1 for w in workers)
     # Each worker seeds its own sampler: two workers never start from the same proposal.
     first = {w["index"]: t.params for w, t in reversed(list(zip(workers, study.trials, strict=True)))}
@@ -103,9 +104,8 @@ def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
 def test_gpu_assignment_reaches_each_worker(workdir: Path) -> None:
     """On a machine without GPUs the placement is still real: each worker process gets its
     CUDA_VISIBLE_DEVICES and thread settings (TensorFlow then finds no GPU there)."""
-    result = run_nas(
-        "search", "tiny", "--gpus", "0,1", "--workers", "4", "--workers-per-gpu", "2", "--trials", "8", cwd=workdir
-    )
+    args = ["--gpus", "0,1", "--workers", "4", "--workers-per-gpu", "2", "--trials", "8"]
+    result = run_nas("search", "tiny", *args, cwd=workdir, cpus=usable_cpus(2))
     assert result.returncode == 0, result.stderr
     study = _study("sqlite:///nas.db", "tiny")
     assert _states(study) == {"COMPLETE": 8}
