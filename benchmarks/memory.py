@@ -4,7 +4,8 @@
 
 Each variant runs in its own process and, per trial, builds a candidate of the `tiny`
 preset, measures it, trains it for 3 epochs and then releases Keras/TensorFlow state the
-way search/engine/trial.py does (`keras.backend.clear_session(free_memory=True)`, `gc.collect()`).
+way the search does (`gc.freeze()` once after start-up, as search/engine/loop.py does, then
+`keras.backend.clear_session(free_memory=True)`, which runs `gc.collect()`, after each trial).
 Variants: nas' own training loop (search/training/train.py) and Keras' `model.fit`. Prints the
 resident set size after each trial and the growth per trial (least-squares slope over the
 second half).
@@ -39,6 +40,7 @@ def trials(count: int, loop: str) -> list[float]:
     space = load_space("tiny")
     data = load_dataset(space.spec.dataset)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(0))
+    gc.freeze()  # as the search loop does before its first trial
     rss = []
     for i in range(count):
         candidate = space.sample(study.ask(), num_classes=10, channels=1)
@@ -53,7 +55,6 @@ def trials(count: int, loop: str) -> list[float]:
             model.fit(train, epochs=candidate.epochs, verbose=0)
         del model
         keras.backend.clear_session(free_memory=True)
-        gc.collect()
         with open("/proc/self/statm") as f:
             rss.append(int(f.read().split()[1]) * resource.getpagesize() / 2**20)
     return rss

@@ -161,8 +161,14 @@ def test_export_errors_are_one_line_with_status_2(study_dir: Path) -> None:
 def test_export_of_a_trial_whose_weights_were_deleted(study_dir: Path, tmp_path: Path) -> None:
     """On a copy of the study, retention deletes one front trial's weights: exporting it says when."""
     import shutil
+    import sqlite3
 
-    shutil.copy(study_dir / "nas.db", tmp_path / "nas.db")
+    # The backup API, not a file copy: the study's last writes may still sit in its WAL file.
+    source, copy = sqlite3.connect(study_dir / "nas.db"), sqlite3.connect(tmp_path / "nas.db")
+    with copy:
+        source.backup(copy)
+    source.close()
+    copy.close()
     shutil.copytree(study_dir / "nas-artifacts", tmp_path / "nas-artifacts")
     chosen = _study(tmp_path).best_trials[0].number
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'nas.db'}")
