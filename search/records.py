@@ -39,6 +39,7 @@ class TrialAttr(StrEnum):
     THROUGHPUT_SPREAD = "throughput_spread"  # interquartile spread of the throughput rounds
     FLOPS_PER_S = "flops_per_s"  # FLOPs x measured images/s
     PEAK_FRACTION = "peak_fraction"  # FLOPS_PER_S over the device's peak, where the peak is known
+    PEAK_SOURCE = "peak_source"  # where that peak comes from: "measured: ..." or "data sheet: ..."
     HISTORY = "history"  # loss and accuracy per epoch
     VAL_LOSS = "val_loss"  # final validation loss
     TRAIN_IMAGES_PER_S = "train_images_per_s"  # training speed

@@ -20,6 +20,8 @@ from typing import Any
 
 import optuna
 
+from nas.errors import NasError
+
 # How a pool's parent tells a worker process where it runs (set by workers.placement, read
 # here before TensorFlow starts).
 ENV_INDEX = "NAS_WORKER_INDEX"
@@ -27,6 +29,10 @@ ENV_CPUS = "NAS_CPUS"
 ENV_INTRA = "NAS_INTRA_OP_THREADS"
 ENV_INTER = "NAS_INTER_OP_THREADS"
 ENV_GPU_LIMIT = "NAS_GPU_MEMORY_LIMIT_MB"
+ENV_GPU = "NAS_GPU"  # the GPU a pool placed this worker on: not seeing it is an error
+
+_startup_log = ""  # what TensorFlow printed while it started (kept to explain a missing GPU)
+gpu_warning: str | None = None  # set by import_tensorflow: GPUs the driver lists, TensorFlow not
 
 _debug = False
 _tf: ModuleType | None = None
@@ -37,7 +43,9 @@ def set_debug(debug: bool) -> None:
     global _debug
     _debug = debug
     if not debug:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        # A worker placed on a GPU keeps TensorFlow's CUDA warnings (captured at start-up, see
+        # import_tensorflow) to say why the GPU is missing; everyone else keeps only fatal ones.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1" if os.environ.get(ENV_GPU) else "3")
         os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
     logging.getLogger("optuna").setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
@@ -56,6 +64,7 @@ def set_debug(debug: bool) -> None:
 def native_stderr_captured() -> Iterator[None]:
     """Hide what C++ code prints to fd 2 (TensorFlow's start-up, TFLite's converter and LiteRT
     log unconditionally); shown again if the block raises, and never hidden with --debug."""
+    global _startup_log
     if _debug:
         yield
         return
@@ -73,6 +82,8 @@ def native_stderr_captured() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            sink.seek(0)
+            _startup_log = sink.read()[-65536:].decode(errors="replace")
 
 
 def import_tensorflow() -> ModuleType:
@@ -94,7 +105,22 @@ def import_tensorflow() -> ModuleType:
             absl.logging.set_verbosity(absl.logging.INFO if _debug else absl.logging.ERROR)
     module: ModuleType = tf
     _tf = module
+    _check_gpus(module)
     return module
+
+
+def _check_gpus(tf: ModuleType) -> None:
+    """A worker placed on a GPU that TensorFlow does not see stops with the likely cause; any
+    other process notes a warning (`gpu_warning`) when the driver has GPUs TensorFlow missed."""
+    global gpu_warning
+    from nas.search.hardware.gpus import missing_gpu_message, unused_gpu_warning
+
+    seen = len(tf.config.list_physical_devices("GPU"))
+    placed_on = os.environ.get(ENV_GPU)
+    if placed_on and not seen:
+        built = bool(tf.test.is_built_with_cuda())
+        raise NasError(missing_gpu_message(f"worker on GPU {placed_on}", 0, 1, cuda_build=built, log=_startup_log))
+    gpu_warning = None if placed_on else unused_gpu_warning(seen)
 
 
 def apply_before_import() -> None:

@@ -84,8 +84,10 @@ def search(
     """Search SPACE; running it again resumes the study and runs only what is missing."""
     from nas.search import runtime
     from nas.search.engine import SearchOptions
+    from nas.search.hardware.gpus import require_visible_gpus, visible_to_this_process
     from nas.search.space import load_space
     from nas.search.workers import parse_gpus, plan_workers
+    from nas.search.workers.placement import uncapped_shared_gpus
     from nas.storage import resolve_storage_url
 
     runtime.set_debug(debug)
@@ -117,7 +119,15 @@ def search(
         from nas.search.cli.display_pool import PoolLiveView
         from nas.search.workers import WorkerPool
 
-        placements = plan_workers(workers, gpu_list, workers_per_gpu)
+        physical = None
+        if gpu_list is not None:
+            physical = visible_to_this_process(gpu_list)
+        placements = plan_workers(workers, physical, workers_per_gpu)
+        for line in uncapped_shared_gpus(placements):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        if physical is not None:
+            # Before any trial: a pool on GPUs TensorFlow cannot see would measure the CPU.
+            require_visible_gpus(physical, ",".join(gpu_list or []))
         pool = WorkerPool(
             options,
             placements,
@@ -129,12 +139,20 @@ def search(
         stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
     else:
         runtime.import_tensorflow()
+        _warn_unused_gpus()
         from nas.search.cli.display import LiveSearchView
         from nas.search.engine import run_search
 
         single = run_search(spec, options, LiveSearchView(err, objectives))
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
     _report_end(options, stopped_by, finished, budget, show_front=True)
+
+
+def _warn_unused_gpus() -> None:
+    from nas.search import runtime
+
+    if runtime.gpu_warning:
+        err.print(runtime.gpu_warning, markup=False, highlight=False, soft_wrap=True)
 
 
 def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
@@ -207,6 +225,7 @@ def _worker_interactive(url: StorageURL, study: str, timeout: float | None, recy
 
     joined = join_study(url, study, timeout)
     runtime.import_tensorflow()
+    _warn_unused_gpus()
     from nas.search.cli.display import LiveSearchView
     from nas.search.engine import run_worker
 

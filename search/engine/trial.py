@@ -204,7 +204,8 @@ class TrialRunner:
         achieved = run.net.flops() * cost.primary.images_per_s
         trial.set_user_attr(TrialAttr.FLOPS_PER_S, achieved)
         if peak:
-            trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak)
+            trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak[0])
+            trial.set_user_attr(TrialAttr.PEAK_SOURCE, peak[1])
 
     def _train(self, run: _Run) -> None:
         trial, candidate, spec = run.trial, run.candidate, self.space.spec

@@ -43,6 +43,8 @@ def describe_device() -> dict[str, Any]:
             name=details.get("device_name", gpus[0].name),
             compute_capability=details.get("compute_capability"),
             visible_gpus=len(gpus),
+            # float32 matmuls run as TF32 on Ampere and later unless switched off (peaks.py).
+            tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()),
         )
     else:
         threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
@@ -93,29 +95,3 @@ def unsupported_precisions(info: dict[str, Any]) -> dict[str, str]:
     if tuple(capability) < (8, 0):
         out["mixed_bfloat16"] = f"GPU compute capability {capability} has no bfloat16 support (needs Ampere)"
     return out
-
-
-# Dense peak FLOP/s from the vendors' data sheets (no sparsity): float32 and 16-bit tensor-core.
-_GPU_PEAKS: dict[str, tuple[float, float]] = {
-    "H200": (67e12, 989e12),
-    "H100": (67e12, 989e12),
-    "A100": (19.5e12, 312e12),
-    "L40S": (91.6e12, 362e12),
-    "L4": (30.3e12, 121e12),
-    "A10": (31.2e12, 125e12),
-    "V100": (15.7e12, 125e12),
-    "T4": (8.1e12, 65e12),
-    "RTX 4090": (82.6e12, 165e12),
-    "RTX 3090": (35.6e12, 71e12),
-}
-
-
-def gpu_peak_flops(info: dict[str, Any], precision: str) -> float | None:
-    if info.get("kind") != "gpu":
-        return None
-    name = str(info.get("name", ""))
-    for model in sorted(_GPU_PEAKS, key=len, reverse=True):  # "L40S" before "L4"
-        if model in name:
-            fp32, fp16 = _GPU_PEAKS[model]
-            return fp32 if precision == "float32" else fp16
-    return None

@@ -12,8 +12,9 @@ from typing import Any
 
 import keras
 
-from nas.search.hardware.device import describe_device, device_key, gpu_peak_flops, lock_name
+from nas.search.hardware.device import describe_device, device_key, lock_name
 from nas.search.hardware.lock import DeviceLock
+from nas.search.hardware.peaks import data_sheet_peak
 from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
 from nas.storage import CacheKey, MeasurementCache
@@ -72,7 +73,7 @@ class HardwareProfiler:
         self.cache = cache
         self.device = describe_device()
         self.lock = DeviceLock(lock_name(self.device))
-        self._peaks: dict[str, float | None] = {}
+        self._peaks: dict[str, tuple[float, str] | None] = {}
 
     def _key(self, kind: str, signature: str, shape: str, batch: int, precision: str, xla: bool) -> CacheKey:
         return CacheKey(
@@ -127,17 +128,28 @@ class HardwareProfiler:
         seconds = time.perf_counter() - started
         return HardwareCost(throughput, latency, self.device, precision, xla, cached, seconds, signature)
 
-    def peak_flops(self, precision: str) -> float | None:
-        """The device's peak FLOP/s: the data-sheet figure for known GPUs, a measured float32
-        matmul for CPUs (cached like any other measurement)."""
+    def peak_flops(self, precision: str) -> tuple[float, str] | None:
+        """The device's peak FLOP/s for `precision` and where it comes from: a measured matmul
+        (cached like any other measurement), on a GPU in the policy's compute type; the GPU's
+        data sheet when measuring fails there (out of memory under a worker's cap)."""
         if precision in self._peaks:
             return self._peaks[precision]
-        peak = gpu_peak_flops(self.device, precision)
-        if peak is None and self.device.get("kind") == "cpu":
+        gpu = self.device.get("kind") == "gpu"
+        n, dtype = (
+            (8192, {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(precision, "float32"))
+            if gpu
+            else (1024, "float32")
+        )
+        peak: tuple[float, str] | None
+        try:
             result, _ = self._lookup_or_measure(
-                self._key("peak", "matmul-1024-float32", "1024x1024", 1, "float32", False),
-                lambda: {"flops_per_s": measure_matmul_peak()},
+                self._key("peak", f"matmul-{n}-{dtype}", f"{n}x{n}", 1, dtype, False),
+                lambda: {"flops_per_s": measure_matmul_peak(n=n, dtype=dtype)},
             )
-            peak = float(result["flops_per_s"])
+            peak = float(result["flops_per_s"]), f"measured: {n}x{n} {dtype} matmul"
+        except Exception:  # any TensorFlow failure here (out of memory) leaves only the data sheet
+            if not gpu:
+                raise
+            peak = data_sheet_peak(self.device, precision)
         self._peaks[precision] = peak
         return peak

@@ -178,14 +178,14 @@ def measure_latency(
     )
 
 
-def measure_matmul_peak(seconds: float = 1.0, n: int = 1024) -> float:
-    """FLOP/s of a large float32 matmul on the current device: a practical peak for CPUs,
-    whose vendors publish no single figure."""
+def measure_matmul_peak(seconds: float = 1.0, n: int = 1024, dtype: str = "float32") -> float:
+    """FLOP/s of a large `dtype` matmul on the current device: a practical peak (CPU vendors
+    publish no single figure, and a GPU's data sheet is a ceiling few kernels reach)."""
     tf = import_tensorflow()
     device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
     with tf.device(device):
-        a = tf.random.uniform((n, n), dtype=tf.float32, seed=1)
-        b = tf.random.uniform((n, n), dtype=tf.float32, seed=2)
+        a = tf.cast(tf.random.uniform((n, n), seed=1), dtype)
+        b = tf.cast(tf.random.uniform((n, n), seed=2), dtype)
     matmul = tf.function(lambda x, y: tf.matmul(x, y))
     for _ in range(3):
         matmul(a, b).numpy()

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from nas.errors import NasError
-from nas.search.runtime import ENV_CPUS, ENV_GPU_LIMIT, ENV_INDEX, ENV_INTER, ENV_INTRA
+from nas.search.runtime import ENV_CPUS, ENV_GPU, ENV_GPU_LIMIT, ENV_INDEX, ENV_INTER, ENV_INTRA
 
 # A GPU shared by K workers gets this fraction of its memory split K ways; the rest is left
 # for the CUDA context and cuDNN workspaces each process allocates outside TF's allocator.
@@ -38,7 +38,7 @@ class Placement:
             "OMP_NUM_THREADS": str(self.intra_op_threads),
         }
         if self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+            env["CUDA_VISIBLE_DEVICES"] = env[ENV_GPU] = self.gpu
         if self.gpu_memory_limit_mb is not None:
             env[ENV_GPU_LIMIT] = str(self.gpu_memory_limit_mb)
         return env
@@ -121,3 +121,18 @@ def plan_workers(
             )
         )
     return placements
+
+
+def uncapped_shared_gpus(placements: list[Placement]) -> list[str]:
+    """Warnings for GPUs shared by several workers without a memory cap (nvidia-smi could not
+    report the GPU's memory): TensorFlow's first worker may then take all of it."""
+    sharing: dict[str, list[Placement]] = {}
+    for p in placements:
+        if p.gpu is not None:
+            sharing.setdefault(p.gpu, []).append(p)
+    return [
+        f"Warning: {len(group)} workers share GPU {gpu} without a memory cap (nvidia-smi could not report "
+        "its memory), so the first to start may take all of it"
+        for gpu, group in sharing.items()
+        if len(group) > 1 and any(p.gpu_memory_limit_mb is None for p in group)
+    ]

@@ -65,6 +65,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     from nas.search import engine, results, runtime, workers
     from nas.search.cli import app
+    from nas.search.hardware import gpus
 
     def run_search(space: Any, options: Any, events: Any) -> None:
         from nas.search.engine.samplers import make_sampler
@@ -76,6 +77,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         raise Started
 
     monkeypatch.setattr(runtime, "import_tensorflow", lambda *args, **kwargs: None)
+    # Asking TensorFlow which GPUs it sees is the first thing a pool on GPUs starts.
+    monkeypatch.setattr(gpus, "require_visible_gpus", stop)
     # Set in the lazy surfaces' namespaces: the modules behind them load TensorFlow.
     monkeypatch.setitem(vars(engine), "run_search", run_search)
     monkeypatch.setitem(vars(workers), "WorkerPool", stop)
