@@ -89,9 +89,11 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
         command += ["--storage", storage, "--workers", str(workers), "--trials", str(trials), "--sampler", "random"]
         env = {k: v for k, v in os.environ.items() if k != "NAS_STORAGE"} | {"NAS_LOCK_DIR": str(folder / "locks")}
         started = time.monotonic()
-        parent = subprocess.Popen(
-            command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        # Output to files, not pipes: the live view of thousands of trials would fill a pipe
+        # nobody reads during the run, and the search would block writing to it.
+        log = folder / "search.log"
+        with log.open("w") as sink:
+            parent = subprocess.Popen(command, cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True)
         kills: list[int] = []
         snapshots: dict[int, tuple[Any, ...]] = {}
         study: optuna.Study | None = None
@@ -117,8 +119,9 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
                 except ProcessLookupError:
                     pass
             snapshots.update(_finished(study))
-        _, stderr = parent.communicate()
+        parent.wait()
         wall = time.monotonic() - started
+        stderr = log.read_text(errors="replace")
     try:
         return _check(storage, name, trials, batch_size, snapshots, kills, wall, workers, parent.returncode, stderr)
     finally:
