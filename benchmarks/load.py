@@ -3,9 +3,9 @@
     python benchmarks/load.py [--storage URL] [--workers 8] [--trials 2000] [--kill-every 8 15]
 
 The space is the `tiny` preset with constraints that stop every trial before training: most
-on the plan (`max_params`), about one in eight after being built and measured
-(`min_throughput` no network reaches), so trials are cheap but still exercise the storage,
-the budget, the measurement cache and recovery. The inference batch size is drawn for this
+on the plan (`max_params`), about one in six after being built and measured (`min_throughput`
+no network reaches), so trials are cheap but still exercise the storage, the budget, the
+measurement cache and recovery. The inference batch size is drawn for this
 run, so its cache rows are its own. While the search runs, a randomly chosen pool worker that is
 running a trial is killed with SIGKILL every few seconds, and the finished trials are
 snapshotted.
