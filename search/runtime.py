@@ -20,8 +20,6 @@ from typing import Any
 
 import optuna
 
-from nas.errors import NasError
-
 # How a pool's parent tells a worker process where it runs (set by workers.placement, read
 # here before TensorFlow starts).
 ENV_INDEX = "NAS_WORKER_INDEX"
@@ -32,7 +30,6 @@ ENV_GPU_LIMIT = "NAS_GPU_MEMORY_LIMIT_MB"
 ENV_GPU = "NAS_GPU"  # the GPU a pool placed this worker on: not seeing it is an error
 
 _startup_log = ""  # what TensorFlow printed while it started (kept to explain a missing GPU)
-gpu_warning: str | None = None  # set by import_tensorflow: GPUs the driver lists, TensorFlow not
 
 _debug = False
 _tf: ModuleType | None = None
@@ -105,22 +102,7 @@ def import_tensorflow() -> ModuleType:
             absl.logging.set_verbosity(absl.logging.INFO if _debug else absl.logging.ERROR)
     module: ModuleType = tf
     _tf = module
-    _check_gpus(module)
     return module
-
-
-def _check_gpus(tf: ModuleType) -> None:
-    """A worker placed on a GPU that TensorFlow does not see stops with the likely cause; any
-    other process notes a warning (`gpu_warning`) when the driver has GPUs TensorFlow missed."""
-    global gpu_warning
-    from nas.search.hardware.gpus import missing_gpu_message, unused_gpu_warning
-
-    seen = len(tf.config.list_physical_devices("GPU"))
-    placed_on = os.environ.get(ENV_GPU)
-    if placed_on and not seen:
-        built = bool(tf.test.is_built_with_cuda())
-        raise NasError(missing_gpu_message(f"worker on GPU {placed_on}", 0, 1, cuda_build=built, log=_startup_log))
-    gpu_warning = None if placed_on else unused_gpu_warning(seen)
 
 
 def apply_before_import() -> None:
@@ -161,3 +143,8 @@ def placement_attr(tf: ModuleType) -> dict[str, Any]:
         "gpu_memory_limit_mb": int(limit) if limit else None,
         "gpus_seen": len(tf.config.list_physical_devices("GPU")),
     }
+
+
+def startup_log() -> str:
+    """What TensorFlow printed while it started (empty with --debug, where it was shown)."""
+    return _startup_log

@@ -54,6 +54,12 @@ class MeasurementCache:
             session.execute(sa.update(Measurement).where(Measurement.id == row.id).values(hits=Measurement.hits + 1))
             return dict(row.result)
 
+    def peek(self, key: CacheKey) -> dict[str, Any] | None:
+        """The stored result for `key` without counting a hit."""
+        with Session(self.engine) as session:
+            row = session.scalars(sa.select(Measurement).where(key.where())).first()
+            return None if row is None else dict(row.result)
+
     def put(self, key: CacheKey, device: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
         row = Measurement(
             kind=key.kind,

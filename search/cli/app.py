@@ -149,10 +149,10 @@ def search(
 
 
 def _warn_unused_gpus() -> None:
-    from nas.search import runtime
+    from nas.search.hardware.gpus import check_placed_gpu
 
-    if runtime.gpu_warning:
-        err.print(runtime.gpu_warning, markup=False, highlight=False, soft_wrap=True)
+    if warning := check_placed_gpu():
+        err.print(warning, markup=False, highlight=False, soft_wrap=True)
 
 
 def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
@@ -258,6 +258,9 @@ def _worker_in_pool(
 
         joined = join_study(url, study, timeout)
         runtime.import_tensorflow()
+        from nas.search.hardware.gpus import check_placed_gpu
+
+        check_placed_gpu()  # a worker placed on a GPU it cannot see stops here (ERROR to the parent)
         from nas.search.engine import run_worker
 
         outcome = run_worker(

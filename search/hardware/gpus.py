@@ -119,3 +119,20 @@ def unused_gpu_warning(seen: int) -> str | None:
         f"Warning: the NVIDIA driver lists {drivers} GPU(s) but TensorFlow sees none, so this search "
         f"measures the CPU; {INSTALL_HINT} (--debug shows TensorFlow's CUDA messages)"
     )
+
+
+def check_placed_gpu() -> str | None:
+    """After TensorFlow started: a worker placed on a GPU (NAS_GPU) that TensorFlow does not see
+    raises NasError with the likely cause; any other process gets the warning of
+    `unused_gpu_warning`, or None."""
+    from nas.search import runtime
+
+    tf = runtime.import_tensorflow()
+    seen = len(tf.config.list_physical_devices("GPU"))
+    placed_on = os.environ.get(runtime.ENV_GPU)
+    if placed_on and not seen:
+        built = bool(tf.test.is_built_with_cuda())
+        raise NasError(
+            missing_gpu_message(f"worker on GPU {placed_on}", 0, 1, cuda_build=built, log=runtime.startup_log())
+        )
+    return None if placed_on else unused_gpu_warning(seen)
