@@ -54,13 +54,10 @@ class MeasurementCache:
             session.execute(sa.update(Measurement).where(Measurement.id == row.id).values(hits=Measurement.hits + 1))
             return dict(row.result)
 
-    def peek(self, key: CacheKey) -> dict[str, Any] | None:
-        """The stored result for `key` without counting a hit."""
-        with Session(self.engine) as session:
-            row = session.scalars(sa.select(Measurement).where(key.where())).first()
-            return None if row is None else dict(row.result)
-
-    def put(self, key: CacheKey, device: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
+    def put(self, key: CacheKey, device: dict[str, Any], result: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """Store `result` for `key`; returns what is stored: `result`, or the row another worker
+        stored for the same network a moment earlier (theirs is kept, so every trial reports
+        the one stored figure)."""
         row = Measurement(
             kind=key.kind,
             signature=key.signature,
@@ -78,7 +75,10 @@ class MeasurementCache:
             with Session(self.engine) as session, session.begin():
                 session.add(row)
         except IntegrityError:
-            pass  # another worker measured the same network at the same moment; keep theirs
+            with Session(self.engine) as session:
+                stored = session.scalars(sa.select(Measurement).where(key.where())).first()
+            return result if stored is None else dict(stored.result)
+        return result
 
     def stats(self) -> CacheStats:
         with Session(self.engine) as session:

@@ -96,10 +96,7 @@ class HardwareProfiler:
             t0 = time.perf_counter()
             result = measure()
         if self.cache:
-            self.cache.put(key, self.device, result, time.perf_counter() - t0)
-            # Another worker may have stored the same network a moment earlier and kept its
-            # row: every trial then reports the one stored figure.
-            result = self.cache.peek(key) or result
+            result = self.cache.put(key, self.device, result, time.perf_counter() - t0)
         return result, False
 
     def measure(self, model: keras.Model, *, precision: str, xla: bool, need_latency: bool = False) -> HardwareCost:

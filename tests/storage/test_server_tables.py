@@ -37,8 +37,9 @@ def test_measurement_cache_on_a_server(engine: sa.Engine) -> None:
     try:
         assert cache.get(key) is None
         before = cache.stats()
-        cache.put(key, {"name": "cpu"}, {"images_per_s": 1234.5}, seconds=2.0)
-        cache.put(key, {"name": "cpu"}, {"images_per_s": 999.0}, seconds=2.0)  # a racing worker: first one kept
+        assert cache.put(key, {"name": "cpu"}, {"images_per_s": 1234.5}, seconds=2.0) == {"images_per_s": 1234.5}
+        # A racing worker: the first row is kept, and the racer is told the stored figure.
+        assert cache.put(key, {"name": "cpu"}, {"images_per_s": 999.0}, seconds=2.0) == {"images_per_s": 1234.5}
         assert cache.get(key) == {"images_per_s": 1234.5}
         assert cache.get(key) == {"images_per_s": 1234.5}
         after = cache.stats()
