@@ -70,6 +70,10 @@ def _workers_of(parent: int) -> list[int]:
     return pids
 
 
+def _state(study: optuna.Study, number: int) -> str:
+    return next(t.state.name for t in study.get_trials(deepcopy=False) if t.number == number)
+
+
 def _finished(study: optuna.Study) -> dict[int, tuple[Any, ...]]:
     """Number -> what must never change once a trial has finished."""
     done = (optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -94,11 +98,15 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
         log = folder / "search.log"
         with log.open("w") as sink:
             parent = subprocess.Popen(command, cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True)
-        kills: list[int] = []
+        kills: list[tuple[int, int]] = []  # (worker pid, the trial it was running)
         snapshots: dict[int, tuple[Any, ...]] = {}
         study: optuna.Study | None = None
+        missed, landed = False, 0
         while parent.poll() is None:
-            time.sleep(rng.uniform(*kill_every))
+            # A kill that came after its trial had finished (screened trials take milliseconds)
+            # tests nothing: until a few have landed mid-trial, try again soon after a miss.
+            time.sleep(rng.uniform(1.0, 3.0) if missed and landed < 3 else rng.uniform(*kill_every))
+            missed = False
             if study is None:
                 try:
                     study = optuna.load_study(study_name=name, storage=storage)
@@ -107,7 +115,7 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
             # Only workers in the middle of a trial: killing one mid-trial is what recovery
             # must handle (and a worker killed again and again while starting is retired).
             running = {
-                t.user_attrs.get("worker", {}).get("pid")
+                t.user_attrs.get("worker", {}).get("pid"): t.number
                 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
             }
             pids = [pid for pid in _workers_of(parent.pid) if pid in running]
@@ -115,9 +123,12 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
                 victim = rng.choice(pids)
                 try:
                     os.kill(victim, signal.SIGKILL)
-                    kills.append(victim)
                 except ProcessLookupError:
-                    pass
+                    continue
+                kills.append((victim, running[victim]))
+                time.sleep(0.5)
+                missed = _state(study, running[victim]) in ("COMPLETE", "PRUNED")
+                landed += not missed
             snapshots.update(_finished(study))
         parent.wait()
         wall = time.monotonic() - started
@@ -134,7 +145,7 @@ def _check(
     trials: int,
     batch_size: int,
     snapshots: dict[int, tuple[Any, ...]],
-    kills: list[int],
+    kills: list[tuple[int, int]],
     wall: float,
     workers: int,
     returncode: int,
@@ -150,12 +161,20 @@ def _check(
     unexplained_failures = [
         t.number for t in failed if "ended while the trial was running" not in str(t.user_attrs.get("fail_reason"))
     ]
+    # A kill landed mid-trial when recovery failed a trial naming the killed worker (not
+    # necessarily the trial seen running just before: a worker may have moved on to the next).
+    killed = {pid for pid, _ in kills}
+    landed = [
+        t.number
+        for t in failed
+        if any(f"worker process {pid} " in str(t.user_attrs.get("fail_reason")) for pid in killed)
+    ]
     not_retried = [t.number for t in failed if t.number not in retried and "retry_of" not in t.user_attrs]
     measured = [t for t in everything if t.user_attrs.get("screened") == "measured"]
     engine = sa.create_engine(storage)
     with engine.connect() as connection:
         rows = connection.execute(
-            sa.text("SELECT signature, result FROM nas_measurements WHERE kind = 'throughput' AND batch_size = :b"),
+            sa.text("SELECT signature, result FROM nas_measurements WHERE kind LIKE 'throughput%' AND batch_size = :b"),
             {"b": batch_size},
         ).all()
         weights = connection.execute(sa.text("SELECT count(*) FROM nas_weights WHERE study = :s"), {"s": name}).scalar()
@@ -177,6 +196,7 @@ def _check(
         "states": dict(states),
         "finished": states["PRUNED"] + states["COMPLETE"],
         "kills": len(kills),
+        "kills_mid_trial": len(landed),
         "failed_by_kills": len(failed),
         "unexplained_failures": unexplained_failures,
         "failed_not_retried": not_retried,

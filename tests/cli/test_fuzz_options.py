@@ -77,6 +77,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         raise Started
 
     monkeypatch.setattr(runtime, "import_tensorflow", lambda *args, **kwargs: None)
+    # Without TensorFlow there is no GPU to ask about: a single search checks right after the import.
+    monkeypatch.setattr(gpus, "check_placed_gpu", lambda: None)
     # Asking TensorFlow which GPUs it sees is the first thing a pool on GPUs starts.
     monkeypatch.setattr(gpus, "require_visible_gpus", stop)
     # Set in the lazy surfaces' namespaces: the modules behind them load TensorFlow.
