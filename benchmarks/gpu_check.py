@@ -5,8 +5,9 @@
 1. The device and TensorFlow's CUDA/cuDNN build; the matmul peak measured in float32 (TF32
    where TensorFlow uses it), float16 and bfloat16, next to the data-sheet figure.
 2. Two networks (a small digits network and MobileNetV2 1.0 at 224x224x3) under float32,
-   mixed_float16 and mixed_bfloat16, XLA off and on: inference throughput at batch 128
-   (median of three measurements and their spread), latency p50/p95 at batch 1, and the time
+   mixed_float16 and mixed_bfloat16, XLA off and on: inference throughput at batch 128 by the
+   product's protocol (interleaved with the reference network; median of three measurements,
+   their spread, and the 95% interval's width), latency p50/p95 at batch 1, and the time
    of one training step of nas' loop (loss scaling under float16 included).
 3. `nas search tiny --gpus 0 --trials 3`: exit status, wall time, what the trials recorded.
 4. Two workers sharing GPU 0, each with a memory cap (`--workers-per-gpu 2`).
@@ -49,6 +50,7 @@ from nas.search.hardware import (
     unsupported_precisions,
 )
 from nas.search.hardware.peaks import data_sheet_peak
+from nas.search.hardware.reference import reference_forward
 from nas.search.nets import build_model, count_flops
 from nas.search.space import Candidate, StagePlan
 from nas.search.training import make_optimizer, precision_policy
@@ -151,8 +153,17 @@ def network_rows(device: dict[str, Any], batch: int, cpu: bool, names: list[str]
                 with precision_policy(precision):
                     model = build_model(candidate, seed=0)
                     round_s = 0.05 if cpu else 0.2
+                    # The product's protocol: interleaved with the reference network, with an interval.
+                    reference = reference_forward(batch)
                     runs = [
-                        measure_throughput(model, batch, rounds=3 if cpu else 5, round_seconds=round_s, jit_compile=xla)
+                        measure_throughput(
+                            model,
+                            batch,
+                            rounds=5 if cpu else 15,
+                            round_seconds=round_s,
+                            jit_compile=xla,
+                            reference=reference,
+                        )
                         for _ in range(3)
                     ]
                     latency = measure_latency(model, jit_compile=xla)
@@ -169,6 +180,9 @@ def network_rows(device: dict[str, Any], batch: int, cpu: bool, names: list[str]
                     "throughput": statistics.median(figures),
                     "repeat_spread": (max(figures) - min(figures)) / statistics.median(figures),
                     "within_spread": statistics.median(r.spread for r in runs),
+                    "interval_width": statistics.median(
+                        (r.high - r.low) / r.images_per_s for r in runs if r.high is not None and r.low is not None
+                    ),
                     "latency_p50_ms": latency.p50_ms,
                     "latency_p95_ms": latency.p95_ms,
                     "train_step_batch": step_batch,
@@ -293,8 +307,11 @@ def print_tables(report: dict[str, Any]) -> None:
         where = f"{sheet / 1e12:,.1f} TFLOP/s ({p['data_sheet']})" if sheet else "-"
         print(f"| {p['dtype']} | {p['measured_flops_per_s'] / 1e12:,.2f} TFLOP/s | {where} | {ratio} |")
     print()
-    print("| network | precision | XLA | images/s | vs float32 | repeat spread | latency p50/p95 ms | train step ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| network | precision | XLA | images/s | vs float32 | repeat spread | 95% interval width "
+        "| latency p50/p95 ms | train step ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = report["rows"]
     for row in rows:
         base = next(
@@ -303,6 +320,7 @@ def print_tables(report: dict[str, Any]) -> None:
         print(
             f"| {row['network']} | {row['precision']} | {'on' if row['xla'] else 'off'} | {row['throughput']:,.0f} | "
             f"{row['throughput'] / base['throughput']:.2f}x | {row['repeat_spread']:.1%} | "
+            f"{row['interval_width']:.1%} | "
             f"{row['latency_p50_ms']:.2f}/{row['latency_p95_ms']:.2f} | "
             f"{row['train_step_ms']:.1f} (batch {row['train_step_batch']}) |"
         )

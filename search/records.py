@@ -22,6 +22,9 @@ class StudyAttr(StrEnum):
     SEARCH = "search"  # the options every worker must share (sampler, seed, screening, ...)
     DATASET = "dataset"  # summary of the dataset (source, sizes, classes, image shape)
     PIPELINE = "pipeline"  # images/s the input pipeline delivers, and at which batch size
+    # Throughput of the front measured again together after the search (`nas pareto --confirm`):
+    # when, where, how, and per trial number its images/s with the 95% interval
+    CONFIRMED = "confirmed"
 
 
 class TrialAttr(StrEnum):
@@ -52,6 +55,11 @@ class TrialAttr(StrEnum):
     FAIL_REASON = "fail_reason"  # one line: why the trial failed
     RETRY_OF = "retry_of"  # on a queued retry: the number of the trial it repeats
     RETRIES = "retries"  # on a queued retry: how many retries of the original trial so far
+    # Early stopping (search.early_stopping: asha): per rung reached, "k" -> the epoch, the
+    # objectives known there (accuracy so far, throughput, size) and the decision (keep,
+    # position, competitors, kept); a trial stopped at a rung is PRUNED with EARLY_STOPPED
+    RUNGS = "rungs"
+    EARLY_STOPPED = "early_stopped"  # rung, epoch, accuracy so far, position, competitors, kept
 
 
 class TunerAttr(StrEnum):

@@ -136,6 +136,35 @@ def brute_force_front(trials: Sequence[FrozenTrial], directions: Sequence[StudyD
     return {n for n, p in points.items() if not any(dominates(q, p) for q in points.values())}
 
 
+def brute_force_noise_front(
+    trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection], names: Sequence[str]
+) -> set[int]:
+    """The noise-aware front by its definition, pair by pair: a trial is dropped only when
+    another is at least as good in every objective in the worst case for it (throughput: the
+    other's interval low end against this one's high end; one shared measurement counts as
+    exact) and better in one."""
+
+    def interval(t: FrozenTrial) -> tuple[float, float] | None:
+        first = next(iter(t.user_attrs.get("hardware", {}).get("throughput", {}).values()), {})
+        return (first["low"], first["high"]) if first.get("low") is not None else None
+
+    def dominates(a: FrozenTrial, b: FrozenTrial) -> bool:
+        at_least, better = True, False
+        for name, direction, x, y in zip(names, directions, a.values, b.values, strict=True):
+            lo_hi_a, lo_hi_b = interval(a), interval(b)
+            shared = lo_hi_a == lo_hi_b and x == y
+            if name == "throughput" and lo_hi_a and lo_hi_b and not shared:
+                x, y = lo_hi_a[0], lo_hi_b[1]  # worst case for a, best case for b (maximised)
+            if direction.name == "MINIMIZE":
+                x, y = -x, -y
+            at_least &= x >= y
+            better |= x > y
+        return at_least and better
+
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    return {b.number for b in done if not any(dominates(a, b) for a in done)}
+
+
 def drop_study(url: str, name: str) -> None:
     import optuna
 

@@ -16,6 +16,7 @@ from nas.search.records import PipeEvent, SamplerName, StoppedBy
 
 if TYPE_CHECKING:
     from nas.search.engine import SearchOptions
+    from nas.search.space import SearchSpace
     from nas.storage import StorageURL
 
 app = typer.Typer(
@@ -137,6 +138,8 @@ def search(
         )
         outcome = pool.run(spec)
         stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
+        if _confirms(spec, stopped_by):
+            _confirm_in_child(options, placements[0].env())
     else:
         runtime.import_tensorflow()
         _warn_unused_gpus()
@@ -145,7 +148,46 @@ def search(
 
         single = run_search(spec, options, LiveSearchView(err, objectives))
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
+        if _confirms(spec, stopped_by):
+            _confirm_here(options.storage, options.study_name, cache=options.cache)
     _report_end(options, stopped_by, finished, budget, show_front=True)
+
+
+def _confirms(space: SearchSpace, stopped_by: StoppedBy) -> bool:
+    """Confirm the front after a search that ended normally (not after Ctrl-C or failures)."""
+    measure = space.spec.measure
+    return measure.confirm and measure.reference and stopped_by in (StoppedBy.BUDGET, StoppedBy.TIMEOUT)
+
+
+def _confirm_here(url: StorageURL, name: str, *, cache: bool = True) -> None:
+    """Measure the front again in this process (TensorFlow loaded) and store the figures."""
+    from nas.search.engine import load_existing_study
+    from nas.search.hardware import HardwareProfiler
+    from nas.search.results.confirm import confirm_front, study_space
+    from nas.storage import MeasurementCache, open_storage
+
+    storage = open_storage(url, create=False)
+    study = load_existing_study(storage, name, url)
+    measure = study_space(study).spec.measure
+    profiler = HardwareProfiler(measure, MeasurementCache(storage.engine) if cache else None)
+    confirm_front(study, profiler, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+
+
+def _confirm_in_child(options: SearchOptions, placement_env: dict[str, str]) -> None:
+    """The pool's parent never loads TensorFlow: `nas pareto --confirm` runs on the first
+    worker's device. A failure is a warning: the search itself is complete and saved."""
+    import subprocess
+
+    env = os.environ | placement_env | {"NAS_STORAGE": options.storage.raw}
+    command = [sys.executable, "-m", "nas", "pareto", options.study_name, "--confirm", "--format", "json"]
+    command += [] if options.cache else ["--no-cache"]
+    result = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in result.stderr.splitlines():
+        if line.startswith("Confirming") or line.startswith("Warning"):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if result.returncode != 0:
+        last = next((line for line in reversed(result.stderr.splitlines()) if line.strip()), "no output")
+        err.print(f"Warning: confirming the front failed ({last}); run `nas pareto {options.study_name} --confirm`")
 
 
 def _warn_unused_gpus() -> None:
@@ -159,7 +201,7 @@ def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, bu
     """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
     for a runaway of failures, so scripts can tell."""
     from nas.search.engine import load_existing_study
-    from nas.search.results import objective_names, pareto_records
+    from nas.search.results import objective_names, pareto_records, stopped_early_line
     from nas.storage import open_storage
 
     if show_front:
@@ -168,6 +210,8 @@ def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, bu
         if records:
             title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
             show_pareto(records, objective_names(loaded), title)
+        if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
+            err.print(line, highlight=False)
     if stopped_by == StoppedBy.FAILURES:
         raise NasError(
             f"stopped after {options.max_consecutive_failures} failed trials in a row; "
@@ -322,6 +366,7 @@ def status(
         "running",
         "failed",
         "screened",
+        "stopped early",
         "queued",
         "pareto",
         "best accuracy",
@@ -337,6 +382,7 @@ def status(
             str(r["running"]),
             str(r["failed"]),
             str(r["screened"]),
+            str(r["stopped_early"]),
             str(r["queued"]),
             str(r["pareto"]),
             "-" if best is None else f"{best:.4f}",
@@ -349,17 +395,33 @@ def pareto(
     study: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = None,
     format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm",
+            help="First measure the front and the trials within noise of it again, together, on this machine's "
+            "device, and store the figures (runs TensorFlow).",
+        ),
+    ] = False,
+    cache: Annotated[
+        bool, typer.Option(help="With --confirm: read the device's reference baseline from the cache.")
+    ] = True,
     debug: DebugOpt = False,
 ) -> None:
-    """Print the Pareto front of STUDY: objectives, params, FLOPs and parameters."""
+    """Print the Pareto front of STUDY: objectives, throughput intervals, confirmed figures, params, FLOPs."""
     from nas.search import runtime
     from nas.search.engine import load_existing_study
-    from nas.search.results import objective_names, pareto_records, to_csv, to_json
+    from nas.search.results import objective_names, pareto_records, stopped_early_line, to_csv, to_json
     from nas.storage import open_storage, resolve_storage_url
 
     runtime.set_debug(debug)
     url = resolve_storage_url(storage)
     loaded = load_existing_study(open_storage(url, create=False), study, url)
+    if confirm:
+        runtime.import_tensorflow()
+        _warn_unused_gpus()
+        _confirm_here(url, study, cache=cache)
+        loaded = load_existing_study(open_storage(url, create=False), study, url)
     records = pareto_records(loaded)
     if format == Format.json:
         print(to_json(records))
@@ -369,13 +431,16 @@ def pareto(
         out.print(f"Study '{study}' has no finished trials yet.")
     else:
         show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})")
+        if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
+            out.print(line, highlight=False)
 
 
 def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str) -> None:
-    from nas.search.cli.display import parameter_lines, pareto_table
+    from nas.search.cli.display import PARETO_LEGEND, parameter_lines, pareto_table
 
     out.print(title, highlight=False)
     out.print(pareto_table(records, objectives))
+    out.print(PARETO_LEGEND, highlight=False)
     out.print("Parameters:", highlight=False)
     for line in parameter_lines(records):
         out.print("  " + line, highlight=False)

@@ -93,6 +93,12 @@ def trial_line(report: TrialReport, objectives: list[str], seconds: float | None
     if report.screened:
         broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in report.constraints.items() if v > 0)
         return f"trial {report.number}: screened out before training ({broken}){took}"
+    if report.stopped_early:
+        at = report.stopped_early
+        return (
+            f"trial {report.number}: stopped early at rung {at['rung']} (epoch {at['epoch']}, val acc "
+            f"{at['accuracy']:.3f}, ranked {at['position'] + 1} of {at['competitors']}, {at['kept']} go on){took}"
+        )
     if report.complete:
         figures = ", ".join(
             f"{name} {format_objective(name, value)}" for name, value in zip(objectives, report.values, strict=False)
@@ -106,25 +112,49 @@ def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
     table.add_column("trial", justify="right")
     for name in objectives:
         table.add_column(name, justify="right")
+    table.add_column("95% interval", justify="right")
+    table.add_column("confirmed", justify="right")
     table.add_column("params", justify="right")
     table.add_column("FLOPs", justify="right")
-    table.add_column("spread", justify="right")
     table.add_column("latency p50/p95", justify="right")
     table.add_column("FLOP/s", justify="right")
     table.add_column("of peak", justify="right")
+    table.add_column("note")
     for r in records:
         cells = [str(r["trial"])]
         cells += [format_objective(name, r.get(name)) for name in objectives]
         cells += [
+            _interval(r.get("throughput_low"), r.get("throughput_high")),
+            "-"
+            if r.get("confirmed_throughput") is None
+            else f"{r['confirmed_throughput']:,.0f} ({_interval(r.get('confirmed_low'), r.get('confirmed_high'))})",
             f"{r['params']:,}" if r.get("params") is not None else "-",
             _si(r.get("flops")),
-            f"{r['throughput_spread']:.1%}" if r.get("throughput_spread") is not None else "-",
             f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-",
             _si(r.get("flops_per_s")),
             f"{r['peak_fraction']:.1%}" if r.get("peak_fraction") is not None else "-",
+            _note(r),
         ]
         table.add_row(*cells)
     return table
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{low:,.0f}-{high:,.0f}"
+
+
+def _note(record: dict[str, Any]) -> str:
+    notes = [] if record.get("on_front", True) else ["within noise"]
+    if record.get("overlaps"):
+        notes.append("≈ " + ", ".join(map(str, record["overlaps"])))
+    return "; ".join(notes)
+
+
+PARETO_LEGEND = (
+    "95% interval: of the throughput measured during the search. ≈ N: the throughput intervals overlap, "
+    "the measurement cannot order these trials. within noise: beaten by another trial's median only, not "
+    "beyond the interval. confirmed: measured again together after the search (nas pareto STUDY --confirm)."
+)
 
 
 def parameter_lines(records: list[dict[str, Any]]) -> list[str]:

@@ -101,6 +101,8 @@ def show(
         "parameters": parameter_rows(loaded),
         "size": {"combinations": size.combinations, "exact": size.exact, "continuous": size.continuous},
         "constraints": loaded.spec.constraints.model_dump(exclude_none=True),
+        "early_stopping": _early_stopping(loaded.spec),
+        "measure": loaded.spec.measure.model_dump(),
     }
     note = None
     try:
@@ -136,6 +138,24 @@ def show(
     out.print(f"Size: {_size_text(size)}", highlight=False)
     if report["constraints"]:
         out.print("Constraints: " + ", ".join(f"{k} {v}" for k, v in report["constraints"].items()), highlight=False)
+    stopping = report["early_stopping"]
+    out.print(
+        "Early stopping: "
+        + (
+            f"asha, eta {stopping['eta']}, rungs at epochs {', '.join(map(str, stopping['rungs']))} "
+            f"of {stopping['epochs']}"
+            if stopping["method"] == "asha" and stopping["rungs"]
+            else f"{stopping['method']}" + (" (no rung below the last epoch)" if stopping["method"] == "asha" else "")
+        ),
+        highlight=False,
+    )
+    m = report["measure"]
+    out.print(
+        f"Measure: batch {', '.join(map(str, m['batch_sizes']))}, {m['rounds']} rounds of {m['round_seconds']} s"
+        + (", interleaved with the reference" if m["reference"] else "")
+        + (", front confirmed after the search" if m["confirm"] and m["reference"] else ""),
+        highlight=False,
+    )
     if "network" in report:
         n = report["network"]
         out.print(
@@ -154,6 +174,17 @@ def show(
         )
     if note:
         out.print(f"Networks not shown: {note}", highlight=False)
+
+
+def _early_stopping(spec: Any) -> dict[str, Any]:
+    from nas.search.engine.early_stopping import rung_epochs
+
+    stopping = spec.search.early_stopping
+    return {
+        **stopping.model_dump(),
+        "epochs": spec.training.epochs,
+        "rungs": rung_epochs(stopping, spec.training.epochs),
+    }
 
 
 @space_app.command("sample")

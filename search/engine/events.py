@@ -17,9 +17,10 @@ from nas.search.records import TrialAttr
 @dataclass(frozen=True)
 class TrialReport:
     number: int
-    complete: bool  # finished without failing: trained (COMPLETE) or screened out (PRUNED)
+    complete: bool  # finished without failing: trained (COMPLETE), screened out or stopped early (PRUNED)
     values: list[float] = field(default_factory=list)
     screened: str | None = None
+    stopped_early: dict[str, Any] | None = None  # rung, epoch, accuracy so far (TrialAttr.EARLY_STOPPED)
     constraints: dict[str, float] = field(default_factory=dict)
     fail_reason: str | None = None
     params: int | None = None
@@ -37,6 +38,7 @@ class TrialReport:
             complete=trial.state in (TrialState.COMPLETE, TrialState.PRUNED),
             values=list(trial.values or []),
             screened=attrs.get(TrialAttr.SCREENED),
+            stopped_early=attrs.get(TrialAttr.EARLY_STOPPED),
             constraints=dict(trial.constraints),
             fail_reason=attrs.get(TrialAttr.FAIL_REASON),
             params=attrs.get(TrialAttr.PARAMS),

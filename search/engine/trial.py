@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import keras
 import optuna
@@ -18,6 +18,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from nas.errors import TrainingDiverged
 from nas.search.data import Dataset
 from nas.search.deploy import Deployed, deploy
+from nas.search.engine.early_stopping import (
+    RungDecision,
+    competitors_at,
+    decide,
+    rung_epochs,
+    rung_objectives,
+    rung_point,
+)
 from nas.search.hardware import HardwareCost, HardwareProfiler
 from nas.search.nets import NetworkPlan, build_plan, deployed_plan, plan_network, static_constraints
 from nas.search.records import Screened, TrialAttr
@@ -40,6 +48,12 @@ class TrialOutcome:
 
     values: list[float] | None
     screened: Screened | None = None  # set when a constraint rejected it before training
+    stopped: RungDecision | None = None  # set when early stopping ended its training at a rung
+
+
+class _StopAtRung(Exception):  # a signal out of the training loop, not an error
+    def __init__(self, decision: RungDecision) -> None:
+        self.decision = decision
 
 
 def measured_constraints(c: ConstraintsSpec, cost: HardwareCost) -> dict[str, float]:
@@ -77,6 +91,7 @@ class TrialRunner:
         self.seed = seed
         self.on_phase = on_phase
         self.screening = screening
+        self.rungs = rung_epochs(space.spec.search.early_stopping, space.spec.training.epochs)
 
     def _check_input_bound(self, trial: optuna.Trial, training_rate: float) -> None:
         """Training that consumes images nearly as fast as the pipeline delivers them is
@@ -159,8 +174,11 @@ class TrialRunner:
                     trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED
                 ):
                     return self._screen_out(run, Screened.MEASURED)
-                with run.phase("train", self.on_phase), self.profiler.lock.shared():
-                    self._train(run)
+                try:
+                    with run.phase("train", self.on_phase), self.profiler.lock.shared():
+                        self._train(run)
+                except _StopAtRung as stop:
+                    return self._stop_at_rung(run, stop.decision)
                 with run.phase("deploy", self.on_phase), self.profiler.lock.shared():
                     self._deploy(run)
                 if self.weights is not None:
@@ -213,6 +231,10 @@ class TrialRunner:
         def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
             acc = logs.get("val_accuracy")
             self.on_phase(f"train epoch {epoch}/{epochs}" + (f", val acc {acc:.3f}" if acc else ""))
+            for key in ("loss", "val_accuracy"):
+                run.history.setdefault(key, []).append(logs[key])
+            if epoch in self.rungs:
+                self._at_rung(run, self.rungs.index(epoch), epoch, logs["val_accuracy"])
 
         augmentation = spec.dataset.augmentation
         run.model, run.result = train_compressed(
@@ -233,6 +255,48 @@ class TrialRunner:
         if candidate.pruning in ("magnitude", "n_m"):
             exclude: list[str] = list(spec.compression.pruning.exclude)
             trial.set_user_attr(TrialAttr.SPARSITY, sparsity_report(run.model, exclude))
+
+    def _at_rung(self, run: _Run, rung: int, epoch: int, accuracy: float) -> None:
+        """Store this trial's point at the rung (for every worker to read), rank it against
+        the rung's points in the database, and stop training unless it is among the best."""
+        trial, cost = run.trial, run.cost
+        assert cost is not None
+        directions = rung_objectives(self.space.spec.objectives)
+        known = {"accuracy": accuracy, "throughput": cost.primary.images_per_s, "model_size": run.net.weight_bytes()}
+        entry: dict[str, Any] = {"epoch": epoch, **{name: known[name] for name in directions}}
+        run.rungs[str(rung)] = entry
+        trial.set_user_attr(TrialAttr.RUNGS, run.rungs)
+        others = competitors_at(trial.study, rung, directions)
+        eta = self.space.spec.search.early_stopping.eta
+        decision = decide(eta, trial.number, rung_point(entry, directions), others, rung, epoch)
+        entry.update(
+            keep=decision.keep, position=decision.position, competitors=decision.competitors, kept=decision.kept
+        )
+        trial.set_user_attr(TrialAttr.RUNGS, run.rungs)
+        if not decision.keep:
+            raise _StopAtRung(decision)
+
+    def _stop_at_rung(self, run: _Run, decision: RungDecision) -> TrialOutcome:
+        """A trial early stopping ended: PRUNED, with where and why and what was known."""
+        trial, cost = run.trial, run.cost
+        assert cost is not None
+        accuracy = run.history["val_accuracy"][-1]
+        trial.set_user_attr(TrialAttr.HISTORY, run.history)
+        trial.set_user_attr(
+            TrialAttr.EARLY_STOPPED,
+            {
+                "rung": decision.rung,
+                "epoch": decision.epoch,
+                "accuracy": accuracy,
+                "position": decision.position,
+                "competitors": decision.competitors,
+                "kept": decision.kept,
+            },
+        )
+        known = {"throughput": cost.primary.images_per_s, "model_size": float(run.net.weight_bytes())}
+        objectives = self.space.spec.objectives
+        trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
+        return TrialOutcome(None, stopped=decision)
 
     def _deploy(self, run: _Run) -> None:
         spec, objectives = self.space.spec, self.space.spec.objectives
@@ -264,6 +328,8 @@ class _Run:
     deployed: Deployed | None = None
     durations: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+    history: dict[str, list[float]] = field(default_factory=dict)  # loss and val_accuracy per epoch so far
+    rungs: dict[str, dict[str, Any]] = field(default_factory=dict)  # TrialAttr.RUNGS as it grows
 
     @contextmanager
     def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:

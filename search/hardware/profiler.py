@@ -15,9 +15,12 @@ import keras
 from nas.search.hardware.device import describe_device, device_key, lock_name
 from nas.search.hardware.lock import DeviceLock
 from nas.search.hardware.peaks import data_sheet_peak
+from nas.search.hardware.reference import REFERENCE_SHAPE, REFERENCE_VERSION, reference_forward, reference_model
 from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
 from nas.storage import CacheKey, MeasurementCache
+
+BASELINE_ROUNDS = 15  # the baseline scales every figure on the device: measured longer
 
 
 def architecture_signature(model: keras.Model) -> str:
@@ -40,8 +43,9 @@ class HardwareCost:
     precision: str = "float32"
     xla: bool = False
     cached: dict[str, bool] = field(default_factory=dict)  # which figures came from the cache
-    seconds: float = 0.0  # what measuring (or looking up) cost in this trial
+    seconds: float = 0.0  # what measuring (or looking up) cost in this trial, lock waits included
     signature: str = ""  # the architecture signature: the cache's key, shared by equal networks
+    lock_wait_s: float = 0.0  # of `seconds`, the time spent waiting for the device lock
 
     @property
     def primary(self) -> Throughput:
@@ -61,6 +65,7 @@ class HardwareCost:
             "trustworthy": self.trustworthy,
             "cached": self.cached,
             "seconds": round(self.seconds, 4),
+            "lock_wait_s": round(self.lock_wait_s, 4),
             "signature": self.signature,
         }
 
@@ -74,6 +79,8 @@ class HardwareProfiler:
         self.device = describe_device()
         self.lock = DeviceLock(lock_name(self.device))
         self._peaks: dict[str, tuple[float, str] | None] = {}
+        self._baselines: dict[int, float] = {}
+        self.lock_wait_s = 0.0  # summed over this profiler's measurements
 
     def _key(self, kind: str, signature: str, shape: str, batch: int, precision: str, xla: bool) -> CacheKey:
         return CacheKey(
@@ -92,30 +99,59 @@ class HardwareProfiler:
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return stored, True
+        waiting = time.perf_counter()
         with self.lock.exclusive():
             t0 = time.perf_counter()
+            self.lock_wait_s += t0 - waiting
             result = measure()
         if self.cache:
             result = self.cache.put(key, self.device, result, time.perf_counter() - t0)
         return result, False
 
+    def baseline(self, batch: int) -> float:
+        """The reference network's images/s on this device at `batch`: measured once (long,
+        alone on the device) and stored, so every process on the device shares one scale."""
+        if batch not in self._baselines:
+            shape = "x".join(map(str, REFERENCE_SHAPE))
+            result, _ = self._lookup_or_measure(
+                self._key("reference", REFERENCE_VERSION, shape, batch, "float32", False),
+                lambda: {
+                    "images_per_s": measure_throughput(
+                        reference_model(), batch, rounds=BASELINE_ROUNDS, round_seconds=self.spec.round_seconds
+                    ).images_per_s
+                },
+            )
+            self._baselines[batch] = float(result["images_per_s"])
+        return self._baselines[batch]
+
+    def throughput(self, model: keras.Model, batch: int, *, xla: bool) -> Throughput:
+        """One throughput measurement by the space's protocol (no cache)."""
+        reference = reference_forward(batch) if self.spec.reference else None
+        return measure_throughput(
+            model,
+            batch,
+            rounds=self.spec.rounds,
+            round_seconds=self.spec.round_seconds,
+            max_spread=self.spec.max_spread,
+            jit_compile=xla,
+            reference=reference,
+            baseline=self.baseline(batch) if reference else None,
+        )
+
     def measure(self, model: keras.Model, *, precision: str, xla: bool, need_latency: bool = False) -> HardwareCost:
-        started = time.perf_counter()
+        started, waited = time.perf_counter(), self.lock_wait_s
         signature = architecture_signature(model)
         shape = "x".join(str(d) for d in model.input_shape[1:])
         cached: dict[str, bool] = {}
         throughput: dict[int, Throughput] = {}
+        # Interleaved figures are another protocol: never mixed with plain ones in the cache.
+        kind = "throughput-ref" if self.spec.reference else "throughput"
         for batch in self.spec.batch_sizes:
+            if self.spec.reference:
+                self.baseline(batch)  # outside the candidate's lock: it may need a lock of its own
             result, cached[f"throughput@{batch}"] = self._lookup_or_measure(
-                self._key("throughput", signature, shape, batch, precision, xla),
-                lambda batch=batch: measure_throughput(  # type: ignore[misc]
-                    model,
-                    batch,
-                    rounds=self.spec.rounds,
-                    round_seconds=self.spec.round_seconds,
-                    max_spread=self.spec.max_spread,
-                    jit_compile=xla,
-                ).to_dict(),
+                self._key(kind, signature, shape, batch, precision, xla),
+                lambda batch=batch: self.throughput(model, batch, xla=xla).to_dict(),  # type: ignore[misc]
             )
             throughput[batch] = Throughput.from_dict(result)
         latency = None
@@ -126,7 +162,8 @@ class HardwareProfiler:
             )
             latency = Latency.from_dict(result)
         seconds = time.perf_counter() - started
-        return HardwareCost(throughput, latency, self.device, precision, xla, cached, seconds, signature)
+        waited = self.lock_wait_s - waited
+        return HardwareCost(throughput, latency, self.device, precision, xla, cached, seconds, signature, waited)
 
     def peak_flops(self, precision: str) -> tuple[float, str] | None:
         """The device's peak FLOP/s for `precision` and where it comes from: a measured matmul

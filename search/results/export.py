@@ -28,7 +28,7 @@ from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
 from nas.search.nets import build_plan, deployed_plan, plan_network
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
-from nas.search.results.pareto import objective_names
+from nas.search.results.pareto import objective_names, throughput_interval
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace, space_from_dict
 from nas.search.training import precision_policy, train_compressed
@@ -302,6 +302,8 @@ def _export_one(
         "params": t.user_attrs.get(TrialAttr.PARAMS),
         "flops": t.user_attrs.get(TrialAttr.FLOPS),
         "measured_on": t.user_attrs.get(TrialAttr.DEVICE),
+        "throughput_interval": throughput_interval(t),
+        "confirmed_throughput": _confirmed_throughput(study, t.number),
         "retrained_on_full_data": req.retrain_full,
     }
     reference = model.predict(x_val, verbose=0)
@@ -336,6 +338,17 @@ def _export_one(
             verdict = PASSED if record["parity"]["passed"] else FAILED
     record["verdict"] = verdict
     return TrialExport(t.number, record, verdict)
+
+
+def _confirmed_throughput(study: optuna.Study, number: int) -> dict[str, Any] | None:
+    """The trial's throughput measured again after the search (`nas pareto --confirm`), with
+    when and where; None when it was not confirmed."""
+    confirmed = study.user_attrs.get(StudyAttr.CONFIRMED) or {}
+    figure = (confirmed.get("trials") or {}).get(str(number))
+    if figure is None:
+        return None
+    context = {k: confirmed.get(k) for k in ("measured_at", "device", "batch_size", "rounds")}
+    return {k: figure.get(k) for k in ("images_per_s", "low", "high", "trustworthy")} | context
 
 
 def _manifest(

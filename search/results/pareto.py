@@ -1,4 +1,13 @@
-"""The Pareto front of a study as plain records, and its table / JSON / CSV renderings."""
+"""The Pareto front of a study as plain records, and its table / JSON / CSV renderings.
+
+The front is noise-aware: a measured throughput is an interval (hardware/intervals.py), and a
+trial dominates another only when it is at least as good in every objective beyond that
+interval (its low end above the other's high end). Trials that only the plain comparison of
+medians would drop stay on the front, marked as within noise of it (`on_front` false), and
+front members whose throughput intervals overlap are named in `overlaps`: the measurement
+cannot tell them apart. Two trials of one stored measurement (the same network, a cached
+figure) compare their figures as exact.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,14 @@ import io
 import json
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.search.records import TrialAttr
+from nas.search.hardware.intervals import overlap
+from nas.search.records import StudyAttr, TrialAttr
+
+NOISY = "throughput"  # the objective measured with an interval
 
 
 def objective_names(study: optuna.Study) -> list[str]:
@@ -37,10 +50,73 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     return record
 
 
+def throughput_interval(trial: FrozenTrial) -> tuple[float, float] | None:
+    """The 95% interval of the trial's objective throughput (the first batch size), or None
+    for figures measured before intervals were kept."""
+    figures = ((trial.user_attrs.get(TrialAttr.HARDWARE) or {}).get("throughput") or {}).values()
+    first = next(iter(figures), None) or {}
+    low, high = first.get("low"), first.get("high")
+    return (float(low), float(high)) if low is not None and high is not None else None
+
+
+def noise_aware_front(study: optuna.Study) -> list[FrozenTrial]:
+    """The finished trials no other trial dominates beyond the measurement's interval."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
+    if not done:
+        return []
+    names = objective_names(study)
+    signs = np.array([1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions])
+    values = np.array([t.values for t in done], dtype=float) * signs
+    # Each trial's worst and best case in every objective (maximised): equal but for the noisy one.
+    worst, best = values.copy(), values.copy()
+    figure_of = np.arange(len(done))  # trials sharing one stored measurement share an id
+    if NOISY in names:
+        k = names.index(NOISY)
+        seen: dict[tuple[float, float, float], int] = {}
+        for i, t in enumerate(done):
+            interval = throughput_interval(t)
+            if interval is None:
+                continue
+            ends = sorted(signs[k] * np.array(interval))
+            worst[i, k], best[i, k] = ends[0], ends[1]
+            figure_of[i] = seen.setdefault((t.values[k], *interval), i)
+    kept = []
+    for i in range(len(done)):
+        same = (figure_of == figure_of[i])[:, None]  # one measurement: compare it as exact
+        a_worst = np.where(same, values, worst)
+        b_best = np.where(same, values[i], best[i])
+        at_least = (a_worst >= b_best).all(axis=1)
+        beyond = (a_worst > b_best).any(axis=1)
+        if not (at_least & beyond).any():
+            kept.append(done[i])
+    return kept
+
+
+def _confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:
+    return (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
+
+
 def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
-    """Front of the finished trials, best accuracy first."""
-    front = [t for t in study.best_trials if t.state == TrialState.COMPLETE]
-    records = [trial_record(study, t) for t in front]
+    """The noise-aware front, best first objective first: each record says whether it is on
+    the plain front too, which other members it cannot be told apart from, and the figures
+    confirmed after the search (`nas pareto --confirm`) where there are some."""
+    strict = {t.number for t in study.best_trials}
+    front = noise_aware_front(study)
+    intervals = {t.number: throughput_interval(t) for t in front}
+    confirmed = _confirmed(study)
+    records = []
+    for t in front:
+        record = trial_record(study, t)
+        mine = intervals[t.number]
+        record["throughput_low"], record["throughput_high"] = mine if mine else (None, None)
+        record["on_front"] = t.number in strict
+        record["overlaps"] = sorted(
+            n for n, other in intervals.items() if n != t.number and mine and other and overlap(mine, other)
+        )
+        again = confirmed.get(str(t.number)) or {}
+        record["confirmed_throughput"] = again.get("images_per_s")
+        record["confirmed_low"], record["confirmed_high"] = again.get("low"), again.get("high")
+        records.append(record)
     first = objective_names(study)[0]
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     return sorted(records, key=lambda r: float(r[first]), reverse=maximize)
@@ -54,7 +130,11 @@ def to_csv(records: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     if not records:
         return ""
-    flat = [{**{k: v for k, v in r.items() if k != "parameters"}, **r["parameters"]} for r in records]
+    flat = [
+        {**{k: v for k, v in r.items() if k not in ("parameters", "overlaps")}, **r["parameters"]}
+        | {"overlaps": " ".join(map(str, r["overlaps"]))}
+        for r in records
+    ]
     fields = list(dict.fromkeys(k for r in flat for k in r))
     writer = csv.DictWriter(buf, fieldnames=fields)
     writer.writeheader()

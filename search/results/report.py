@@ -1,7 +1,8 @@
 """`nas report`: one self-contained HTML file (plotly.js embedded, no CDN) that shows a study.
 
-Plots: the Pareto front (front, dominated and infeasible trials told apart, parameters on
-hover), hypervolume over wall time, parameter importances per objective (Optuna's fANOVA),
+Plots: the Pareto front (front, trials within noise of it, dominated and infeasible trials
+told apart, the throughput's 95% interval as error bars, confirmed figures beside, parameters
+on hover), hypervolume over wall time, parameter importances per objective (Optuna's fANOVA),
 learning curves of the front, and a sortable table of every trial.
 """
 
@@ -22,8 +23,9 @@ from optuna.visualization import plot_param_importances
 from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
-from nas.search.records import TrialAttr
-from nas.search.results.pareto import hypervolume_2d, objective_names
+from nas.search.records import StudyAttr, TrialAttr
+from nas.search.results.pareto import hypervolume_2d, noise_aware_front, objective_names, throughput_interval
+from nas.search.results.summaries import stopped_early_line
 
 # Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
 LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
@@ -79,28 +81,74 @@ def pareto_figure(study: optuna.Study) -> Any:
         return float(t.number) if x_name == "trial" else t.values[names.index(x_name)]
 
     front = {t.number for t in study.best_trials}
-    groups: dict[str, list[FrozenTrial]] = {"Pareto front": [], "dominated": [], "infeasible": []}
+    within_noise = {t.number for t in noise_aware_front(study)} - front
+    front_label, noise_label = "Pareto front", "within noise of the front"
+    groups: dict[str, list[FrozenTrial]] = {front_label: [], noise_label: [], "dominated": [], "infeasible": []}
     for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
-        key = "infeasible" if not _feasible(t) else "Pareto front" if t.number in front else "dominated"
+        key = (
+            "infeasible"
+            if not _feasible(t)
+            else front_label
+            if t.number in front
+            else noise_label
+            if t.number in within_noise
+            else "dominated"
+        )
         groups[key].append(t)
     style = {
-        "Pareto front": {"color": "#d62728", "size": 11, "symbol": "circle"},
+        front_label: {"color": "#d62728", "size": 11, "symbol": "circle"},
+        noise_label: {"color": "#ff7f0e", "size": 9, "symbol": "circle"},
         "dominated": {"color": "#1f77b4", "size": 8, "symbol": "circle-open"},
         "infeasible": {"color": "#7f7f7f", "size": 8, "symbol": "x"},
     }
+
+    def error_bars(trials: list[FrozenTrial], axis: str) -> dict[str, Any] | None:
+        """The throughput's 95% interval around each point, when throughput is on `axis`."""
+        name = x_name if axis == "x" else y_name
+        if name != "throughput":
+            return None
+        k = names.index(name)
+        ends = [throughput_interval(t) or (t.values[k], t.values[k]) for t in trials]
+        return {
+            "type": "data",
+            "symmetric": False,
+            "array": [high - t.values[k] for t, (_, high) in zip(trials, ends, strict=True)],
+            "arrayminus": [t.values[k] - low for t, (low, _) in zip(trials, ends, strict=True)],
+            "thickness": 1,
+        }
+
     fig = go.Figure()
     for label, trials in groups.items():
-        if label == "Pareto front":
+        if label == front_label:
             trials = sorted(trials, key=x_of)
+        noisy = label in (front_label, noise_label)
         fig.add_trace(
             go.Scatter(
                 x=[x_of(t) for t in trials],
                 y=[t.values[yi] for t in trials],
-                mode="lines+markers" if label == "Pareto front" else "markers",
+                mode="lines+markers" if label == front_label else "markers",
                 name=f"{label} ({len(trials)})",
                 marker=style[label],
                 line={"dash": "dot"},
                 text=[_hover(t) for t in trials],
+                hovertemplate="%{text}<extra></extra>",
+                error_x=error_bars(trials, "x") if noisy else None,
+                error_y=error_bars(trials, "y") if noisy else None,
+            )
+        )
+    confirmed = (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
+    shown = [t for t in groups[front_label] + groups[noise_label] if str(t.number) in confirmed]
+    if shown and "throughput" in (x_name, y_name):
+        figure = {t.number: confirmed[str(t.number)] for t in shown}
+        on_x = x_name == "throughput"
+        fig.add_trace(
+            go.Scatter(
+                x=[figure[t.number]["images_per_s"] if on_x else x_of(t) for t in shown],
+                y=[t.values[yi] if on_x else figure[t.number]["images_per_s"] for t in shown],
+                mode="markers",
+                name=f"confirmed after the search ({len(shown)})",
+                marker={"color": "#2ca02c", "size": 9, "symbol": "diamond"},
+                text=[f"trial {t.number}: confirmed {figure[t.number]['images_per_s']:,.0f} img/s" for t in shown],
                 hovertemplate="%{text}<extra></extra>",
             )
         )
@@ -173,12 +221,26 @@ def learning_curves_figure(study: optuna.Study) -> Any | None:
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     front = {t.number for t in study.best_trials}
+    within_noise = {t.number for t in noise_aware_front(study)} - front
     rows = []
     for t in study.get_trials(deepcopy=False):
         row: dict[str, Any] = {"trial": t.number, "state": t.state.name}
         if t.state == TrialState.COMPLETE:
-            row["state"] = "front" if t.number in front else "infeasible" if not _feasible(t) else "dominated"
+            row["state"] = (
+                "front"
+                if t.number in front
+                else "infeasible"
+                if not _feasible(t)
+                else "within noise of the front"
+                if t.number in within_noise
+                else "dominated"
+            )
             row.update(zip(objective_names(study), t.values, strict=True))
+        elif t.user_attrs.get(TrialAttr.EARLY_STOPPED):  # stopped at a rung: what was known there
+            at = t.user_attrs[TrialAttr.EARLY_STOPPED]
+            row["state"] = f"stopped early (rung {at['rung']}, epoch {at['epoch']})"
+            row["accuracy"] = at["accuracy"]
+            row.update(t.user_attrs.get(TrialAttr.KNOWN_OBJECTIVES) or {})
         elif t.user_attrs.get(TrialAttr.SCREENED):  # stopped by a constraint: only what was known then
             row["state"] = f"screened ({t.user_attrs[TrialAttr.SCREENED]})"
             row.update(t.user_attrs.get(TrialAttr.KNOWN_OBJECTIVES) or {})
@@ -251,6 +313,7 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
         "finished": len(complete),
         "pareto": len(study.best_trials),
         "objectives": dict(zip(objective_names(study), (d.name.lower() for d in study.directions), strict=True)),
+        "stopped_early": stopped_early_line(study.get_trials(deepcopy=False)),
     }
     objectives = ", ".join(f"{k} ({v})" for k, v in summary["objectives"].items())
     summary_json = json.dumps(summary).replace("</", "<\\/")  # never closes the script tag
@@ -262,6 +325,7 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
 <body>
 <h1>Study {html.escape(study.study_name)}</h1>
 <p>{summary["finished"]} finished of {summary["trials"]} trials, {summary["pareto"]} on the Pareto front;
+{html.escape(summary["stopped_early"] or "")}
 objectives: {html.escape(objectives)}; {html.escape(storage_label)}</p>
 <script type="application/json" id="summary">{summary_json}</script>
 {"".join(divs)}

@@ -7,10 +7,34 @@ from typing import Any
 
 import optuna
 import sqlalchemy.exc
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.records import StudyAttr, TrialAttr
 from nas.storage import CacheStats, MeasurementCache
+
+
+def stopped_by_rung(trials: list[FrozenTrial]) -> Counter[int]:
+    """How many trials early stopping ended, by rung."""
+    return Counter(
+        int(t.user_attrs[TrialAttr.EARLY_STOPPED]["rung"])
+        for t in trials
+        if t.state == TrialState.PRUNED and t.user_attrs.get(TrialAttr.EARLY_STOPPED)
+    )
+
+
+def stopped_early_line(trials: list[FrozenTrial]) -> str | None:
+    """'N trials stopped early (rung 0 at epoch 1: a, ...)', or None when none was."""
+    rungs = stopped_by_rung(trials)
+    if not rungs:
+        return None
+    epochs = {
+        int(t.user_attrs[TrialAttr.EARLY_STOPPED]["rung"]): t.user_attrs[TrialAttr.EARLY_STOPPED]["epoch"]
+        for t in trials
+        if t.user_attrs.get(TrialAttr.EARLY_STOPPED)
+    }
+    parts = ", ".join(f"rung {k} at epoch {epochs[k]}: {n}" for k, n in sorted(rungs.items()))
+    total = sum(rungs.values())
+    return f"{total} trial{'s' if total != 1 else ''} stopped early ({parts})"
 
 
 def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
@@ -24,6 +48,7 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
         screened = sum(1 for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(TrialAttr.SCREENED))
+        rungs = stopped_by_rung(trials)
         rows.append(
             {
                 "study": summary.study_name,
@@ -32,6 +57,8 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
                 "running": states[TrialState.RUNNING],
                 "failed": states[TrialState.FAIL],
                 "screened": screened,
+                "stopped_early": sum(rungs.values()),
+                "stopped_early_by_rung": {str(k): n for k, n in sorted(rungs.items())},
                 "queued": states[TrialState.WAITING],
                 "pareto": len(study.best_trials) if done else 0,
                 "best_accuracy": best,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from nas.search.space.spec import AugmentationSpec as AugmentationSpec
     from nas.search.space.spec import ConstraintsSpec as ConstraintsSpec
     from nas.search.space.spec import DatasetSpec as DatasetSpec
+    from nas.search.space.spec import EarlyStoppingSpec as EarlyStoppingSpec
     from nas.search.space.spec import MeasureSpec as MeasureSpec
     from nas.search.space.spec import SpaceSpec as SpaceSpec
     from nas.search.space.units import human as human
@@ -32,7 +33,7 @@ __getattr__, __dir__ = lazy_exports(
         "families": ["FAMILIES"],
         "loading": ["SearchSpace", "load_space", "preset_names", "space_from_dict"],
         "params": ["Param"],
-        "spec": ["AugmentationSpec", "ConstraintsSpec", "DatasetSpec", "MeasureSpec", "SpaceSpec"],
+        "spec": ["AugmentationSpec", "ConstraintsSpec", "DatasetSpec", "EarlyStoppingSpec", "MeasureSpec", "SpaceSpec"],
         "units": ["human", "parse_bytes", "parse_count"],
     },
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Candidate",
     "ConstraintsSpec",
     "DatasetSpec",
+    "EarlyStoppingSpec",
     "MeasureSpec",
     "Param",
     "PruningSpec",

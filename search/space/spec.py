@@ -107,8 +107,14 @@ class MeasureSpec(Spec):
         description="inference batch sizes; the first is the objective",
     )
     latency: bool = Field(True, description="also measure latency (ms, p50 and p95) at batch 1")
-    rounds: int = Field(5, ge=3, le=100, description="timed rounds; the median is reported")
-    round_seconds: float = Field(0.2, gt=0, le=60, description="target length of one timed round")
+    rounds: int = Field(15, ge=3, le=100, description="timed rounds; the median is reported")
+    round_seconds: float = Field(0.1, gt=0, le=60, description="target length of one timed round")
+    reference: bool = Field(
+        True, description="interleave the rounds with a fixed reference network and keep the ratio (cancels drift)"
+    )
+    confirm: bool = Field(
+        True, description="at the end of a search, measure the front again together, interleaved, with more rounds"
+    )
     max_spread: float = Field(0.10, gt=0, le=1, description="relative spread above which to re-measure")
 
 
@@ -151,10 +157,19 @@ class ConstraintsSpec(Spec):
     min_throughput: float | None = Field(None, gt=0)
 
 
+class EarlyStoppingSpec(Spec):
+    method: Literal["none", "asha"] = Field(
+        "none", description="asha: stop trials at rungs (epochs min_epochs * eta**k) unless in the best 1/eta there"
+    )
+    min_epochs: int = Field(1, ge=1, le=10000, description="epoch of the first rung")
+    eta: int = Field(3, ge=2, le=100, description="rungs grow by eta; 1/eta of the trials at a rung continue")
+
+
 class SearchSpec(Spec):
     sampler: SamplerName = SamplerName.TPE
     trials: int = Field(20, ge=1, le=1_000_000)
     seed: int = Field(0, ge=0, le=MAX_SEED)
+    early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
 
 
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {

@@ -64,6 +64,7 @@ TF_FREE_MODULES = (
     "nas.search.engine.liveness",
     "nas.search.engine.recovery",
     "nas.search.engine.retention",
+    "nas.search.engine.early_stopping",
     "nas.search.results.pareto",
     "nas.search.results.summaries",
     "nas.search.results.report",

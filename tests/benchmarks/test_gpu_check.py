@@ -48,6 +48,6 @@ def test_cpu_mode_runs_the_measuring_parts(tmp_path: Path) -> None:
     assert combos == {("digits-small", p, x) for p in ("float32", "mixed_bfloat16") for x in (False, True)}
     for row in report["rows"]:
         assert row["throughput"] > 0 and row["train_step_ms"] > 0 and row["latency_p95_ms"] >= row["latency_p50_ms"]
-        assert row["flops"] > 0 and row["repeat_spread"] >= 0
+        assert row["flops"] > 0 and row["repeat_spread"] >= 0 and 0 < row["interval_width"] < 2
     assert report["searches"] == {"not_run": "--cpu: parts 3-5 need GPU 0"}
     assert "| digits-small | mixed_bfloat16 | on |" in result.stdout

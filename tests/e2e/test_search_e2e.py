@@ -15,7 +15,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from ..helpers import brute_force_front, nas_env, run_nas, start_nas
+from ..helpers import brute_force_front, brute_force_noise_front, nas_env, run_nas, start_nas
 
 
 def _study(folder: Path, name: str = "tiny") -> optuna.Study:
@@ -63,7 +63,12 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert len(attrs["history"]["val_accuracy"]) == 3  # tiny trains 3 epochs
         assert attrs["history"]["val_accuracy"][-1] == accuracy
         hardware = attrs["hardware"]
-        assert hardware["throughput"]["32"]["images_per_s"] == throughput
+        figure = hardware["throughput"]["32"]
+        assert figure["images_per_s"] == throughput
+        # Interleaved with the reference: the ratio times the device's stored baseline, inside its interval.
+        assert figure["images_per_s"] == figure["relative"] * figure["baseline_images_per_s"]
+        assert figure["low"] <= throughput <= figure["high"]
+        assert 0 <= hardware["lock_wait_s"] <= hardware["seconds"]
         assert 0 < hardware["latency"]["p50_ms"] <= hardware["latency"]["p95_ms"]
         assert attrs["flops_per_s"] == attrs["flops"] * throughput
         assert 0 < attrs["peak_fraction"] < 1
@@ -84,6 +89,7 @@ def test_search_stores_trials_attributes_and_metric_names(
     assert study.user_attrs["dataset"]["train"] + study.user_attrs["dataset"]["validation"] == 400
     assert "Pareto front of 'tiny'" in finished_run.stdout
     assert "trial 2:" in finished_run.stderr
+    assert "Confirming the throughput of" in finished_run.stderr
     # No TensorFlow start-up noise reaches the terminal.
     for noise in ("cuda", "oneDNN", "absl", "ExperimentalWarning", "cpu_feature_guard"):
         assert noise not in finished_run.stderr + finished_run.stdout
@@ -218,9 +224,16 @@ def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
         timeout=120,
         check=True,
     )
-    assert sorted(t["number"] for t in json.loads(theirs.stdout)) == sorted(r["trial"] for r in records)
+    strict = {r["trial"] for r in records if r["on_front"]}
+    assert sorted(t["number"] for t in json.loads(theirs.stdout)) == sorted(strict)
     study = _study(finished_study)
-    assert {r["trial"] for r in records} == brute_force_front(study.trials, study.directions)
+    assert strict == brute_force_front(study.trials, study.directions)
+    assert {r["trial"] for r in records} == brute_force_noise_front(study.trials, study.directions, study.metric_names)
+    for r in records:  # every front member's interval holds its figure; the search confirmed them all
+        assert r["throughput_low"] <= r["throughput"] <= r["throughput_high"]
+        assert r["confirmed_low"] <= r["confirmed_throughput"] <= r["confirmed_high"]
+    confirmed = study.user_attrs["confirmed"]
+    assert confirmed["rounds"] == 3 * 3 and set(confirmed["trials"]) == {str(r["trial"]) for r in records}
     assert {r["trial"]: [r["accuracy"], r["throughput"]] for r in records} == {
         r["trial"]: study.trials[r["trial"]].values for r in records
     }
@@ -230,7 +243,14 @@ def test_pareto_formats_and_optuna_cli_agree(finished_study: Path) -> None:
     assert header.startswith("trial,accuracy,throughput,params,flops") and len(rows) == len(records)
 
     table = run_nas("pareto", "tiny", cwd=finished_study)
-    assert "Pareto front of 'tiny'" in table.stdout and "img/s" in table.stdout
+    assert "Pareto front of 'tiny'" in table.stdout and "img/s" in table.stdout and "95% interval" in table.stdout
+
+    # Confirming again replaces the figures: measured later, the same trials.
+    again = run_nas("pareto", "tiny", "--confirm", "--format", "json", cwd=finished_study)
+    assert again.returncode == 0, again.stderr
+    assert "Confirming the throughput of" in again.stderr
+    later = _study(finished_study).user_attrs["confirmed"]
+    assert later["measured_at"] >= confirmed["measured_at"] and set(later["trials"]) == set(confirmed["trials"])
 
     status = run_nas("status", cwd=finished_study)
     assert status.returncode == 0 and "tiny" in status.stdout
@@ -254,5 +274,6 @@ def test_second_study_reuses_measurements_of_the_first(finished_study: Path) -> 
     assert again.user_attrs["hardware"]["cached"] == {"throughput@32": True, "latency": True}
     assert again.values[1] == first.values[1]  # the same measured throughput, not a new timing
     assert "measure" in again.user_attrs["durations"]
-    # Throughput, latency and the CPU peak, all looked up.
-    assert hits() == before + 3
+    # Throughput, latency, the CPU peak and the device's reference baseline, all looked up;
+    # the baseline once more by the confirmation of the front at the end.
+    assert hits() == before + 5

@@ -65,14 +65,14 @@ def test_trials_of_other_hosts_that_cannot_be_checked_are_named(monkeypatch: pyt
 def test_a_warm_up_that_never_settles_is_recorded_and_untrustworthy(monkeypatch: pytest.MonkeyPatch) -> None:
     seconds = itertools.cycle([0.001, 0.002])  # every call twice or half the last: never within 10%
     monkeypatch.setattr(timing, "WARMUP_MAX_SECONDS", 0.05)
-    times, settled = timing._warm_up(lambda calls: next(seconds) * calls)
+    times, settled = timing.warm_up(lambda calls: next(seconds) * calls)
     assert settled is False and sum(times) >= 0.05
-    times, settled = timing._warm_up(lambda calls: 0.001 * calls)
+    times, settled = timing.warm_up(lambda calls: 0.001 * calls)
     assert settled is True and len(times) == timing.WARMUP_MIN_CALLS
 
     # Steady rounds after an unsettled warm-up: only the warm-up makes the figure untrustworthy.
-    monkeypatch.setattr(timing, "_timed_forward", lambda m, b, j: lambda calls: 0.001 * calls)
-    monkeypatch.setattr(timing, "_warm_up", lambda run: ([0.001, 0.002, 0.001], False))
+    monkeypatch.setattr(timing, "timed_forward", lambda m, b, j: lambda calls: 0.001 * calls)
+    monkeypatch.setattr(timing, "warm_up", lambda run: ([0.001, 0.002, 0.001], False))
     figure = timing.measure_throughput(None, 8, rounds=3, round_seconds=0.001)  # type: ignore[arg-type]
     assert figure.spread == 0 and figure.warmup_settled is False and figure.trustworthy is False
     assert figure.to_dict()["warmup_settled"] is False

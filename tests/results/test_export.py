@@ -88,6 +88,11 @@ def test_float_formats_match_the_keras_model_in_their_runtime(
         assert record["parameters"] == trial.params
         assert record["objectives"] == {"accuracy": trial.values[0], "throughput": trial.values[1]}
         assert record["measured_on"]["kind"] == "cpu"
+        low, high = record["throughput_interval"]
+        assert low <= trial.values[1] <= high
+        confirmed = record["confirmed_throughput"]  # the search confirmed its front at the end
+        assert confirmed["low"] <= confirmed["images_per_s"] <= confirmed["high"]
+        assert confirmed["rounds"] == 9 and confirmed["device"] and confirmed["measured_at"]
         assert record["runtime"].startswith(runtime)
         parity = record["parity"]
         assert parity["passed"] and parity["agreement"] >= 0.99 and parity["images"] > 400

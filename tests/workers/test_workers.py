@@ -98,6 +98,10 @@ def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
     assert first[0] != first[1]
     # The Pareto front is printed once, by the parent.
     assert result.stdout.count("Pareto front of 'tiny'") == 1
+    # The parent (no TensorFlow) had a child confirm the front: every member has a figure.
+    assert "Confirming the throughput of" in result.stderr
+    confirmed = study.user_attrs["confirmed"]["trials"]
+    assert {t.number for t in study.best_trials} <= {int(n) for n in confirmed}
 
 
 def test_a_pool_on_gpus_tensorflow_cannot_see_stops_before_any_trial(workdir: Path) -> None:

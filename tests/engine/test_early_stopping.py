@@ -1,0 +1,114 @@
+"""Multi-objective ASHA: rungs, the ranking, the decision, and whole searches that stop
+trials early (their stored decisions recomputed from the rungs the database holds)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from nas.search.engine.early_stopping import decide, rank, rung_epochs
+from nas.search.space import EarlyStoppingSpec
+
+from ..helpers import REPO, run_nas
+
+
+def test_rungs_sit_at_min_epochs_times_powers_of_eta_below_the_last_epoch() -> None:
+    asha = EarlyStoppingSpec(method="asha", min_epochs=1, eta=3)
+    assert rung_epochs(asha, 10) == [1, 3, 9]
+    assert rung_epochs(asha, 9) == [1, 3]
+    assert rung_epochs(asha, 1) == []
+    assert rung_epochs(EarlyStoppingSpec(method="asha", min_epochs=2, eta=2), 20) == [2, 4, 8, 16]
+    assert rung_epochs(EarlyStoppingSpec(method="none"), 10) == []
+
+
+def test_rank_puts_fronts_first_and_spread_out_points_before_crowded_ones() -> None:
+    points = [
+        [0.9, 100.0],  # 0: front, an end
+        [0.5, 500.0],  # 1: front, an end
+        [0.7, 300.0],  # 2: front, middle, far from its neighbours
+        [0.71, 290.0],  # 3: front, middle, next to 2
+        [0.6, 200.0],  # 4: dominated by 2 and 3
+        [0.1, 50.0],  # 5: dominated by everyone
+    ]
+    order = rank(points)
+    assert set(order[:4]) == {0, 1, 2, 3} and order[4:] == [4, 5]
+    assert set(order[:2]) == {0, 1}  # ends first: infinite crowding distance
+
+
+def test_rank_never_puts_a_dominated_point_before_its_dominator() -> None:
+    rng = random.Random(7)
+    for _ in range(50):
+        points = [[rng.choice([0.1, 0.2, 0.3, rng.random()]), rng.random()] for _ in range(rng.randint(1, 25))]
+        order = rank(points)
+        assert sorted(order) == list(range(len(points)))
+        where = {i: k for k, i in enumerate(order)}
+        for a, pa in enumerate(points):
+            for b, pb in enumerate(points):
+                if all(x >= y for x, y in zip(pa, pb, strict=True)) and pa != pb:
+                    assert where[a] < where[b], (points, a, b)
+
+
+def test_the_first_trials_at_a_rung_continue_then_only_the_best_third() -> None:
+    others = {0: [0.9, 900.0], 1: [0.8, 800.0]}
+    worst = [0.1, 100.0]
+    assert decide(3, 2, worst, others, rung=0, epoch=1).keep is False  # 3 points: 1 continues
+    assert decide(3, 1, worst, {0: [0.9, 900.0]}, rung=0, epoch=1).keep is True  # 2 < eta: continues
+    crowd = {n: [0.5 + n / 100, 500.0 - n] for n in range(5)}  # 5 others, all on one front
+    best = decide(3, 9, [0.99, 999.0], crowd, rung=1, epoch=3)
+    assert best.keep and best.position == 0 and best.competitors == 6 and best.kept == 2
+    assert not decide(3, 9, [0.1, 10.0], crowd, rung=1, epoch=3).keep
+
+
+def _space(folder: Path, *, epochs: int, trials: int) -> Path:
+    space = yaml.safe_load((REPO / "spaces" / "tiny.yaml").read_text())
+    space["name"] = "asha"
+    space["training"]["epochs"] = epochs
+    space["search"] = {"sampler": "random", "trials": trials, "seed": 3,
+                       "early_stopping": {"method": "asha", "min_epochs": 1, "eta": 2}}  # fmt: skip
+    space["measure"] = {**space.get("measure", {}), "confirm": False}
+    path = folder / "asha.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+@pytest.mark.slow
+def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(tmp_path: Path) -> None:
+    result = run_nas("search", str(_space(tmp_path, epochs=4, trials=8)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name="asha", storage=f"sqlite:///{tmp_path / 'nas.db'}")
+    trials = study.get_trials()
+    stopped = [t for t in trials if t.user_attrs.get("early_stopped")]
+    assert stopped, "no trial stopped early"  # with eta 2, the second trial at rung 0 is ranked
+    assert {t.state.name for t in stopped} == {"PRUNED"} and all(t.values is None for t in stopped)
+    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 8  # stopped ones count
+    directions = {"accuracy": "maximize", "throughput": "maximize"}
+    for t in trials:  # one worker: a trial's competitors at a rung are the earlier trials that reached it
+        for rung, entry in (t.user_attrs.get("rungs") or {}).items():
+            earlier = {
+                o.number: [o.user_attrs["rungs"][rung][k] for k in directions]
+                for o in trials
+                if o.number < t.number and rung in (o.user_attrs.get("rungs") or {})
+            }
+            again = decide(2, t.number, [entry[k] for k in directions], earlier, int(rung), entry["epoch"])
+            assert (again.keep, again.position, again.competitors) == (
+                entry["keep"],
+                entry["position"],
+                entry["competitors"],
+            )
+            assert entry["epoch"] == [1, 2][int(rung)]
+            assert entry["accuracy"] == t.user_attrs["history"]["val_accuracy"][entry["epoch"] - 1]
+    for t in stopped:
+        info = t.user_attrs["early_stopped"]
+        assert t.user_attrs["rungs"][str(info["rung"])]["keep"] is False
+        assert len(t.user_attrs["history"]["val_accuracy"]) == info["epoch"]  # trained no further
+        assert "throughput" in t.user_attrs["known_objectives"]
+    assert "stopped early at rung" in result.stderr
+
+    status = run_nas("status", "--format", "json", cwd=tmp_path)
+    (row,) = [r for r in json.loads(status.stdout)["studies"] if r["study"] == "asha"]
+    assert row["stopped_early"] == len(stopped)
