@@ -69,9 +69,9 @@ def _crowding(points: Sequence[Sequence[float]], front: list[int]) -> dict[int, 
     for k in range(len(points[front[0]])):
         ordered = sorted(front, key=lambda i: points[i][k])
         low, high = points[ordered[0]][k], points[ordered[-1]][k]
-        distance[ordered[0]] = distance[ordered[-1]] = math.inf
-        if high == low:
+        if high == low:  # every point alike in this objective: it tells them nothing apart
             continue
+        distance[ordered[0]] = distance[ordered[-1]] = math.inf
         for before, me, after in zip(ordered, ordered[1:], ordered[2:], strict=False):
             distance[me] += (points[after][k] - points[before][k]) / (high - low)
     return distance
@@ -79,7 +79,7 @@ def _crowding(points: Sequence[Sequence[float]], front: list[int]) -> dict[int, 
 
 def rank(points: Sequence[Sequence[float]]) -> list[int]:
     """Indices of `points` (maximised) best first: by front, then larger crowding distance,
-    then index (the earlier trial) for a stable order."""
+    then index (callers pass points by trial number: the earlier trial first)."""
     order: list[int] = []
     for front in _fronts(points):
         crowding = _crowding(points, front)
@@ -92,10 +92,11 @@ def decide(
 ) -> RungDecision:
     """Whether trial `number` with point `mine` continues past `rung`, against `others`' points
     there (trial number -> maximised point)."""
-    numbers = [number, *sorted(n for n in others if n != number)]
-    points = [list(mine)] + [list(others[n]) for n in numbers[1:]]
+    # By trial number, so ties fall to the earlier trial whichever worker decides.
+    numbers = sorted({*others, number})
+    points = [list(mine) if n == number else list(others[n]) for n in numbers]
     order = rank(points)
-    position = order.index(0)
+    position = order.index(numbers.index(number))
     competitors = len(points)
     kept = competitors if competitors < eta else math.ceil(competitors / eta)
     return RungDecision(rung, epoch, position < kept, position, competitors, kept)

@@ -76,6 +76,7 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert attrs["device"]["kind"] == "cpu" and attrs["device"]["tensorflow"].startswith("2.")
         assert set(attrs["durations"]) == {"plan", "build", "measure", "train", "deploy", "save", "total"}
         assert attrs["weights_bytes"] > 0
+        assert "rungs" not in attrs and "early_stopped" not in attrs  # early stopping is off by default
         assert attrs["worker"]["pid"] > 0
         assert set(t.params) == {
             "width_multiplier",

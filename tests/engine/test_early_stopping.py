@@ -3,18 +3,24 @@ trials early (their stored decisions recomputed from the rungs the database hold
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import signal
+import time
+import uuid
 from pathlib import Path
 
 import optuna
 import pytest
 import yaml
+from optuna.trial import TrialState
 
 from nas.search.engine.early_stopping import decide, rank, rung_epochs
 from nas.search.space import EarlyStoppingSpec
 
-from ..helpers import REPO, run_nas
+from ..helpers import REPO, drop_study, run_nas, server_url, start_nas
 
 
 def test_rungs_sit_at_min_epochs_times_powers_of_eta_below_the_last_epoch() -> None:
@@ -62,6 +68,24 @@ def test_the_first_trials_at_a_rung_continue_then_only_the_best_third() -> None:
     best = decide(3, 9, [0.99, 999.0], crowd, rung=1, epoch=3)
     assert best.keep and best.position == 0 and best.competitors == 6 and best.kept == 2
     assert not decide(3, 9, [0.1, 10.0], crowd, rung=1, epoch=3).keep
+
+
+def test_ties_go_to_the_earlier_trial_with_eta_2_and_3() -> None:
+    same = [0.5, 500.0]
+    # Three identical points: eta 3 keeps one, the earliest; the later trials stop.
+    assert decide(3, 0, same, {1: same, 2: same}, rung=0, epoch=1).keep
+    assert not decide(3, 2, same, {0: same, 1: same}, rung=0, epoch=1).keep
+    # eta 2 keeps two of four identical points: trials 0 and 1.
+    assert [decide(2, n, same, {m: same for m in range(4) if m != n}, rung=0, epoch=1).keep for n in range(4)] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    # A dominated trial stops, a front trial goes on, whatever their numbers.
+    front = {0: [0.9, 100.0], 1: [0.5, 900.0], 2: [0.7, 500.0]}
+    assert not decide(2, 3, [0.4, 90.0], front, rung=0, epoch=1).keep
+    assert decide(2, 3, [0.95, 950.0], front, rung=0, epoch=1).keep
 
 
 def _space(folder: Path, *, epochs: int, trials: int) -> Path:
@@ -112,3 +136,90 @@ def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(tmp_pat
     status = run_nas("status", "--format", "json", cwd=tmp_path)
     (row,) = [r for r in json.loads(status.stdout)["studies"] if r["study"] == "asha"]
     assert row["stopped_early"] == len(stopped)
+
+
+def _shared_rungs(folder: Path, storage: str, study: str) -> None:
+    """Two pool workers on one database: a trial's competitors at a rung include trials the
+    other worker ran, and every stored decision matches the rung's points that were there."""
+    space = _space(folder, epochs=3, trials=8)
+    result = run_nas("search", str(space), "--study", study, "--storage", storage, "--workers", "2", cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = optuna.load_study(study_name=study, storage=storage).get_trials()
+    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 8
+    worker = {t.number: t.user_attrs["worker"]["index"] for t in trials}
+    assert set(worker.values()) == {0, 1}
+    at_rung0 = {t.number for t in trials if "0" in (t.user_attrs.get("rungs") or {})}
+    crossed = 0
+    for t in trials:
+        entry = (t.user_attrs.get("rungs") or {}).get("0")
+        if entry is None:
+            continue
+        # Ranked against at least every earlier trial at the rung (those were stored first),
+        # at most every trial that ever got there.
+        assert 1 <= entry["competitors"] <= len(at_rung0)
+        others = {n for n in at_rung0 if n != t.number and worker[n] != worker[t.number]}
+        crossed += entry["competitors"] > 1 and bool(others)
+    assert crossed >= 1  # some ranking saw the other worker's trials
+    assert any(t.user_attrs.get("early_stopped") for t in trials)
+
+
+@pytest.mark.slow
+def test_two_workers_share_rungs_on_one_sqlite_file(tmp_path: Path) -> None:
+    _shared_rungs(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}", "asha")
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_two_workers_share_rungs_on_postgresql(tmp_path: Path) -> None:
+    url = server_url("postgresql")
+    name = f"nas-test-{uuid.uuid4().hex[:8]}"
+    try:
+        _shared_rungs(tmp_path, url, name)
+    finally:
+        drop_study(url, name)
+
+
+@pytest.mark.slow
+def test_resuming_a_study_with_stopped_trials_keeps_them_and_finishes_the_budget(tmp_path: Path) -> None:
+    space = _space(tmp_path, epochs=3, trials=6)
+    first = run_nas("search", str(space), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    storage = f"sqlite:///{tmp_path / 'nas.db'}"
+    before = {
+        t.number: (t.state.name, t.user_attrs.get("early_stopped"))
+        for t in optuna.load_study(study_name="asha", storage=storage).trials
+    }
+    again = run_nas("search", str(space), "--trials", "9", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    after = optuna.load_study(study_name="asha", storage=storage).trials
+    assert {t.number: (t.state.name, t.user_attrs.get("early_stopped")) for t in after[: len(before)]} == before
+    assert len([t for t in after if t.state.name in ("COMPLETE", "PRUNED")]) == 9
+    assert not [t for t in after if t.state.name == "RUNNING"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_trial_is_between_rungs_leaves_nothing_running(tmp_path: Path) -> None:
+    space = _space(tmp_path, epochs=6, trials=20)
+    storage = f"sqlite:///{tmp_path / 'nas.db'}"
+    process = start_nas("search", str(space), cwd=tmp_path)
+    deadline, victim = time.monotonic() + 300, None
+    while victim is None and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        with contextlib.suppress(KeyError, optuna.exceptions.StorageInternalError):
+            running = optuna.load_study(study_name="asha", storage=storage).get_trials(states=(TrialState.RUNNING,))
+            victim = next((t for t in running if t.user_attrs.get("rungs")), None)
+        time.sleep(0.2)
+    assert victim is not None, "no trial reached a rung"
+    os.kill(process.pid, signal.SIGINT)
+    time.sleep(0.5)  # two presses at once reach Python as one signal
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    trials = optuna.load_study(study_name="asha", storage=storage).get_trials()
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    stopped = trials[victim.number]
+    # Stopped by the second Ctrl-C, or by a rung or its last epoch just before it: never left running.
+    assert stopped.state in (TrialState.FAIL, TrialState.PRUNED, TrialState.COMPLETE), stopped.state
+    if stopped.state == TrialState.FAIL:
+        assert stopped.user_attrs["fail_reason"].startswith("interrupted")
+        assert [t.user_attrs["retry_of"] for t in trials if t.state == TrialState.WAITING] == [victim.number]
