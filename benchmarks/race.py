@@ -1,0 +1,517 @@
+"""End-to-end race: nas against KerasTuner Hyperband and BayesianOptimization and plain Optuna,
+each run the way its users run it, on the `mobilenet` preset's space on digits.
+
+    python benchmarks/race.py [--budget 900] [--seeds 3] [--out race.json] [--plot race.png]
+    python benchmarks/race.py --quick     # 1 seed, 45 s per contender, 2 epochs: checks the script
+
+Contenders, one after another, each in a fresh process with the same wall-clock budget (no
+trial starts after it; a running one finishes):
+- nas, default settings: `nas search <preset> --timeout B --seed S` through the CLI; and nas
+  with `search.early_stopping: {method: asha, min_epochs: 1, eta: 3}`.
+- KerasTuner `Hyperband` (max_epochs = the preset's epochs, factor 3) and
+  `BayesianOptimization`, with a HyperModel written as a KerasTuner user writes it: the
+  preset's MobileNetV2 family in Keras layers in `build(hp)`, `model.fit` with the callbacks
+  KerasTuner passes (its best-epoch checkpoint kept), throughput from a short timing loop in
+  `fit`, and the two objectives folded into the one score KerasTuner ranks by:
+  val_accuracy + 0.1 * log10(images/s).
+- Optuna: a hand-written objective (the same Keras builder, `model.fit`, the same timing loop)
+  returning (accuracy, images/s) to a multi-objective TPE study; no pruning (Optuna's pruners
+  refuse multi-objective studies).
+
+Every tool times throughput its own way, so afterwards one process rebuilds every
+contender's final front (by its own figures) and measures all of them together with nas'
+protocol (round-robin, interleaved with the reference network); the final hypervolume of
+(accuracy, log10 images/s) above (0, log10 1000) uses those re-measured figures and the
+accuracies the tools reported. Hypervolume over wall time uses each trial's own figure scaled
+by its contender's median re-measured/own ratio over its front, so the curves share a scale.
+Reported: final hypervolume, time to reach KerasTuner Hyperband's final hypervolume, trials
+finished and stopped early, overhead per trial (share of wall time between trial ends spent
+outside training and measuring); medians over seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REFERENCE = (0.0, 3.0)  # accuracy 0, 1,000 images/s
+SCORE_WEIGHT = 0.1  # KerasTuner's single score: accuracy + 0.1 * log10(images/s)
+TIMING_BATCH = 64
+CONTENDERS = ("nas", "nas (asha)", "KerasTuner Hyperband", "KerasTuner BayesianOptimization", "Optuna TPE")
+
+
+# --- the space, as the preset and as a KerasTuner / Optuna user writes it ---------------------
+
+
+def preset(epochs: int | None, asha: bool) -> dict[str, Any]:
+    space = yaml.safe_load((HERE.parent / "spaces" / "mobilenet.yaml").read_text())
+    space["name"] = "race"
+    space["search"]["trials"] = 100_000  # the budget is time
+    if epochs:
+        space["training"]["epochs"] = epochs
+    if asha:
+        space["search"]["early_stopping"] = {"method": "asha", "min_epochs": 1, "eta": 3}
+    return space
+
+
+def suggest(ask: Any) -> dict[str, Any]:
+    """The preset's parameters through `ask(kind, name, *domain)`: KerasTuner's hp or Optuna's trial."""
+    values = {"width_multiplier": ask("choice", "width_multiplier", [0.5, 0.75, 1.0])}
+    values["dropout"] = ask("float", "dropout", 0.0, 0.3, False)
+    for stage, depth in ((1, 2), (2, 3), (3, 2)):
+        values[f"stage{stage}.depth"] = ask("int", f"stage{stage}.depth", 1, depth)
+        values[f"stage{stage}.kernel"] = ask("choice", f"stage{stage}.kernel", [3, 5])
+        values[f"stage{stage}.expansion"] = ask("choice", f"stage{stage}.expansion", [3, 6])
+        values[f"stage{stage}.se"] = ask("choice", f"stage{stage}.se", [False, True])
+    values["batch_size"] = ask("choice", "batch_size", [32, 64])
+    values["learning_rate"] = ask("float", "learning_rate", 0.001, 0.02, True)
+    return values
+
+
+def keras_mobilenet(values: dict[str, Any], shape: tuple[int, ...], classes: int) -> Any:
+    """MobileNetV2 blocks in plain Keras, as a user writes them for KerasTuner or Optuna."""
+    import keras
+    from keras import layers
+
+    def channels(filters: int) -> int:
+        return max(8, int(filters * values["width_multiplier"] + 4) // 8 * 8)
+
+    def block(x: Any, filters: int, stride: int, kernel: int, expansion: int, se: bool) -> Any:
+        inputs, width = x, x.shape[-1] * expansion
+        if expansion != 1:
+            x = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(width, 1, use_bias=False)(x)))
+        x = layers.DepthwiseConv2D(kernel, stride, padding="same", use_bias=False)(x)
+        x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
+        if se:
+            s = layers.GlobalAveragePooling2D(keepdims=True)(x)
+            s = layers.Conv2D(max(1, width // 4), 1, activation="relu")(s)
+            x = layers.Multiply()([x, layers.Conv2D(width, 1, activation="sigmoid")(s)])
+        x = layers.BatchNormalization()(layers.Conv2D(filters, 1, use_bias=False)(x))
+        return layers.Add()([inputs, x]) if stride == 1 and inputs.shape[-1] == filters else x
+
+    inputs = keras.Input(shape)
+    x = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(channels(16), 3, padding="same")(inputs)))
+    x = block(x, channels(16), 1, 3, 1, False)
+    for stage, (filters, stride) in enumerate(((24, 2), (32, 2), (64, 2)), start=1):
+        for i in range(values[f"stage{stage}.depth"]):
+            v = values
+            x = block(
+                x,
+                channels(filters),
+                stride if i == 0 else 1,
+                v[f"stage{stage}.kernel"],
+                v[f"stage{stage}.expansion"],
+                v[f"stage{stage}.se"],
+            )
+    x = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(128, 1, use_bias=False)(x)))
+    x = layers.Dropout(values["dropout"])(layers.GlobalAveragePooling2D()(x))
+    model = keras.Model(inputs, layers.Dense(classes, activation="softmax")(x))
+    model.compile(
+        optimizer=keras.optimizers.Adam(values["learning_rate"]),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    return model
+
+
+def timing_loop(model: Any, images: Any) -> float:
+    """Images/s the way a user times it: a few warm-up calls, then 20 calls on one batch."""
+    batch = images[:TIMING_BATCH]
+    for _ in range(3):
+        model(batch, training=False)
+    started = time.perf_counter()
+    for _ in range(20):
+        model(batch, training=False).numpy()
+    return 20 * len(batch) / (time.perf_counter() - started)
+
+
+# --- one contender in its own process --------------------------------------------------------
+
+
+def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Path) -> list[dict[str, Any]]:
+    import optuna
+
+    space = folder / "race.yaml"
+    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)")))
+    storage = f"sqlite:///{folder / 'nas.db'}"
+    started = time.time()
+    command = [sys.executable, "-m", "nas", "search", str(space), "--timeout", str(budget), "--seed", str(seed)]
+    subprocess.run([*command, "--storage", storage], cwd=folder, check=True, capture_output=True, text=True)
+    trials = []
+    for t in optuna.load_study(study_name="race", storage=storage).trials:
+        if t.state.name not in ("COMPLETE", "PRUNED") or t.datetime_complete is None:
+            continue
+        durations = t.user_attrs.get("durations", {})
+        trials.append(
+            {
+                "end_s": t.datetime_complete.timestamp() - started,
+                "accuracy": t.values[0] if t.values else None,
+                "throughput": t.values[1] if t.values else None,
+                "inside_s": durations.get("measure", 0.0) + durations.get("train", 0.0),
+                "stopped": bool(t.user_attrs.get("early_stopped") or t.user_attrs.get("screened")),
+                "params": t.params,
+            }
+        )
+    return trials
+
+
+def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, folder: Path) -> list[dict[str, Any]]:
+    """KerasTuner or Optuna driving model.fit on the preset's data (nas' loader: the same split)."""
+    import keras
+
+    from nas.search.data import load_dataset
+    from nas.search.space import load_space
+
+    space = load_space("mobilenet")
+    data = load_dataset(space.spec.dataset)
+    epochs = epochs or space.spec.training.epochs
+    shape, classes = data.x_train.shape[1:], data.num_classes
+    started, deadline = time.time(), time.monotonic() + budget
+    trials: list[dict[str, Any]] = []
+
+    def train_and_time(values: dict[str, Any], model: Any, **fit: Any) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        fit.setdefault("epochs", epochs)
+        history = model.fit(
+            data.x_train,
+            data.y_train,
+            batch_size=values["batch_size"],
+            validation_data=(data.x_val, data.y_val),
+            verbose=0,
+            **fit,
+        )
+        accuracy = float(history.history["val_accuracy"][-1])
+        throughput = timing_loop(model, data.x_val)
+        trials.append(
+            {
+                "end_s": time.time() - started,
+                "accuracy": accuracy,
+                "throughput": throughput,
+                "inside_s": time.perf_counter() - t0,
+                "stopped": fit["epochs"] < epochs,  # a Hyperband trial trained on a short budget
+                "params": values,
+            }
+        )
+        return accuracy, throughput
+
+    if name == "Optuna TPE":
+        import optuna
+
+        def objective(trial: optuna.Trial) -> tuple[float, float]:
+            def ask(kind: str, key: str, *domain: Any) -> Any:
+                if kind == "choice":
+                    return trial.suggest_categorical(key, domain[0])
+                if kind == "int":
+                    return trial.suggest_int(key, domain[0], domain[1])
+                return trial.suggest_float(key, domain[0], domain[1], log=domain[2])
+
+            values = suggest(ask)
+            keras.utils.set_random_seed(seed + trial.number)
+            return train_and_time(values, keras_mobilenet(values, shape, classes))
+
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
+        study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
+        study.optimize(objective, timeout=budget)
+        return trials
+
+    import keras_tuner as kt
+
+    class BudgetReached(kt.errors.FatalError):  # type: ignore[misc]
+        """KerasTuner ends a search early only on a fatal error."""
+
+    class MobileNetHyperModel(kt.HyperModel):  # type: ignore[misc]
+        def build(self, hp: Any) -> Any:
+            def ask(kind: str, key: str, *domain: Any) -> Any:
+                if kind == "choice":
+                    return hp.Choice(key, domain[0])
+                if kind == "int":
+                    return hp.Int(key, domain[0], domain[1])
+                return hp.Float(key, domain[0], domain[1], sampling="log" if domain[2] else "linear")
+
+            self.values = suggest(ask)
+            return keras_mobilenet(self.values, shape, classes)
+
+        def fit(self, hp: Any, model: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
+            if time.monotonic() >= deadline:
+                raise BudgetReached("time budget reached")
+            # KerasTuner's callbacks (it saves the model every epoch when, as here, the
+            # objective is computed after fit) and, under Hyperband, the epochs of the bracket.
+            fit = {k: v for k, v in kwargs.items() if k in ("callbacks", "epochs", "initial_epoch")}
+            accuracy, throughput = train_and_time(self.values, model, **fit)
+            return {"score": accuracy + SCORE_WEIGHT * math.log10(throughput), "val_accuracy": accuracy}
+
+    common = {
+        "objective": kt.Objective("score", "max"),
+        "seed": seed,
+        "overwrite": True,
+        "directory": str(folder),
+        "project_name": "kt",
+    }
+    if name == "KerasTuner Hyperband":
+        tuner = kt.Hyperband(MobileNetHyperModel(), max_epochs=epochs, factor=3, **common)
+    else:
+        tuner = kt.BayesianOptimization(MobileNetHyperModel(), max_trials=100_000, **common)
+    try:
+        tuner.search(verbose=0)
+    except BudgetReached:
+        pass
+    except RuntimeError as exc:  # KerasTuner re-raises a fatal error from fit wrapped on some paths
+        if "time budget reached" not in str(exc):
+            raise
+    return trials
+
+
+def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path) -> None:
+    from nas.search import runtime
+
+    runtime.set_debug(False)
+    folder = out.parent / f"{CONTENDERS.index(name)}-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    if name.startswith("nas"):
+        trials = run_nas(name, seed, budget, epochs, folder)
+    else:
+        runtime.import_tensorflow()
+        trials = run_keras_tool(name, seed, budget, epochs, folder)
+    out.write_text(json.dumps(trials))
+
+
+# --- afterwards: one protocol for every front -----------------------------------------------
+
+
+def own_front(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The non-dominated trials by the tool's own figures; every trained model counts (a
+    Hyperband trial of a short bracket is a model a KerasTuner user can pick)."""
+    done = [t for t in trials if t["accuracy"] is not None]
+
+    def dominated(a: dict[str, Any]) -> bool:
+        return any(
+            b["accuracy"] >= a["accuracy"]
+            and b["throughput"] >= a["throughput"]
+            and (b["accuracy"], b["throughput"]) != (a["accuracy"], a["throughput"])
+            for b in done
+        )
+
+    return [t for t in done if not dominated(t)]
+
+
+def remeasure(fronts_file: Path, out: Path) -> None:
+    """Worker mode: every front member rebuilt and measured together, in this one process."""
+    from nas.search import runtime
+
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
+    from nas.search.data import load_dataset
+    from nas.search.hardware import HardwareProfiler
+    from nas.search.hardware.reference import reference_forward
+    from nas.search.hardware.timing import measure_together
+    from nas.search.nets import build_model
+    from nas.search.space import MeasureSpec, load_space, space_from_dict
+
+    fronts = json.loads(fronts_file.read_text())
+    mobilenet = load_space("mobilenet")
+    data = load_dataset(mobilenet.spec.dataset)
+    shape = data.x_train.shape[1:]
+    models = []
+    for entry in fronts:
+        if entry["contender"].startswith("nas"):
+            space = space_from_dict(preset(None, asha=False), "race")
+            candidate = space.candidate(entry["params"], num_classes=data.num_classes, channels=data.channels)
+            models.append((build_model(candidate, seed=0), False))
+        else:
+            models.append((keras_mobilenet(entry["params"], shape, data.num_classes), False))
+    spec = MeasureSpec(batch_sizes=[TIMING_BATCH])
+    profiler = HardwareProfiler(spec, cache=None)
+    figures = measure_together(
+        models,
+        TIMING_BATCH,
+        rounds=3 * spec.rounds,
+        round_seconds=spec.round_seconds,
+        reference=reference_forward(TIMING_BATCH),
+        baseline=profiler.baseline(TIMING_BATCH),
+    )
+    out.write_text(json.dumps([f.images_per_s for f in figures]))
+
+
+def hypervolume(points: list[tuple[float, float]]) -> float:
+    from nas.search.results import hypervolume_2d
+
+    return hypervolume_2d([[a, math.log10(max(t, 1e-9))] for a, t in points], list(REFERENCE))
+
+
+def overhead(trials: list[dict[str, Any]]) -> float:
+    ordered = sorted(trials, key=lambda t: t["end_s"])
+    shares = [
+        max(0.0, (b["end_s"] - a["end_s"]) - b["inside_s"]) / (b["end_s"] - a["end_s"])
+        for a, b in itertools.pairwise(ordered)
+        if b["end_s"] > a["end_s"]
+    ]
+    return statistics.median(shares) if shares else float("nan")
+
+
+def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tuple[str, int], list[float]],
+              budget: float) -> dict[str, Any]:  # fmt: skip
+    rows: dict[str, Any] = {}
+    curves: dict[str, list[list[tuple[float, float]]]] = {}
+    for name, seeds in runs.items():
+        finals, scaled_curves = [], []
+        for seed, trials in enumerate(seeds):
+            front, figures = own_front(trials), remeasured[(name, seed)]
+            finals.append(hypervolume([(t["accuracy"], f) for t, f in zip(front, figures, strict=True)]))
+            scale = statistics.median(f / t["throughput"] for t, f in zip(front, figures, strict=True)) if front else 1
+            done, curve = [], []
+            for t in sorted(trials, key=lambda t: t["end_s"]):
+                if t["accuracy"] is not None:
+                    done.append((t["accuracy"], t["throughput"] * scale))
+                    curve.append((t["end_s"], hypervolume(done)))
+            scaled_curves.append(curve)
+        curves[name] = scaled_curves
+        rows[name] = {
+            "final_hv": statistics.median(finals),
+            "final_hv_by_seed": finals,
+            "trials": statistics.median(len(t) for t in seeds),
+            "stopped_early": statistics.median(sum(x["stopped"] for x in t) for t in seeds),
+            "overhead": statistics.median(overhead(t) for t in seeds),
+        }
+    target = rows["KerasTuner Hyperband"]["final_hv"]
+    for name, row in rows.items():
+        reach = [next((s for s, hv in c if hv >= target - 1e-12), None) for c in curves[name]]
+        row["time_to_hyperband_final_s"] = statistics.median(r if r is not None else budget for r in reach)
+        row["seeds_reaching_it"] = sum(r is not None for r in reach)
+    return {"hyperband_final_hv": target, "rows": rows, "curves": curves}
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for k, (name, seeds) in enumerate(summary["curves"].items()):
+        for i, curve in enumerate(seeds):
+            if curve:
+                times, hvs = zip(*curve, strict=True)
+                ax.step(times, hvs, where="post", color=f"C{k}", alpha=0.8, label=name if i == 0 else None)
+    ax.axhline(summary["hyperband_final_hv"], color="grey", linestyle=":", label="Hyperband final (median)")
+    ax.set(xlabel="wall-clock time (s)", ylabel="hypervolume (accuracy x log10 img/s)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
+    return result.stdout.strip() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=900.0, help="seconds per contender and seed")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the preset's)")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 45 s per contender, 2 epochs")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--remeasure", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run_one is not None:
+        run_one(args.run_one, args.seed, args.budget, args.epochs, args.result)
+        return
+    if args.remeasure is not None:
+        remeasure(args.remeasure, args.result)
+        return
+    if args.quick:
+        args.budget, args.seeds, args.epochs = 45.0, 1, 2
+
+    started = time.perf_counter()
+    runs: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in CONTENDERS}
+    with tempfile.TemporaryDirectory(prefix="nas-race-") as tmp:
+        work = Path(tmp)
+        for seed in range(args.seeds):
+            for name in CONTENDERS:
+                result = work / f"trials-{CONTENDERS.index(name)}-{seed}.json"
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--run-one",
+                    name,
+                    "--seed",
+                    str(seed),
+                    "--budget",
+                    str(args.budget),
+                ]
+                command += ["--result", str(result)] + (["--epochs", str(args.epochs)] if args.epochs else [])
+                subprocess.run(command, check=True, cwd=work)
+                runs[name].append(json.loads(result.read_text()))
+                print(f"seed {seed} {name}: {len(runs[name][-1])} trials", flush=True)
+        fronts = [
+            {"contender": name, "seed": seed, "params": t["params"], "accuracy": t["accuracy"], "own": t["throughput"]}
+            for name, seeds in runs.items()
+            for seed, trials in enumerate(seeds)
+            for t in own_front(trials)
+        ]
+        (work / "fronts.json").write_text(json.dumps(fronts))
+        figures_file = work / "remeasured.json"
+        command = [sys.executable, __file__, "--remeasure", str(work / "fronts.json"), "--result", str(figures_file)]
+        subprocess.run(command, check=True, cwd=work)
+        figures = json.loads(figures_file.read_text())
+    remeasured: dict[tuple[str, int], list[float]] = {(n, s): [] for n in CONTENDERS for s in range(args.seeds)}
+    for entry, figure in zip(fronts, figures, strict=True):
+        remeasured[(entry["contender"], entry["seed"])].append(figure)
+        entry["remeasured"] = figure
+    summary = summarise(runs, remeasured, args.budget)
+    report = {
+        "command": "python benchmarks/race.py" + (" --quick" if args.quick else f" --budget {args.budget:g}"),
+        "commit": commit(),
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} usable cores",
+        "budget_s": args.budget,
+        "seeds": args.seeds,
+        "epochs": args.epochs,
+        "reference_point": list(REFERENCE),
+        "total_s": round(time.perf_counter() - started, 1),
+        "hyperband_final_hv": summary["hyperband_final_hv"],
+        "rows": summary["rows"],
+        "fronts": fronts,
+        "runs": runs,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    if args.plot:
+        plot(summary, args.plot)
+    print()
+    print(f"{report['command']} at {report['commit']} on {report['date']}, {report['machine']}")
+    print(f"budget {args.budget:.0f} s per contender and seed, {args.seeds} seeds (medians), {report['total_s']} s")
+    print(
+        "| contender | trials | stopped early | final hypervolume (re-measured) "
+        "| time to Hyperband's final | overhead |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, row in summary["rows"].items():
+        reach = f"{row['time_to_hyperband_final_s']:.0f} s ({row['seeds_reaching_it']}/{args.seeds} seeds)"
+        print(
+            f"| {name} | {row['trials']:.0f} | {row['stopped_early']:.0f} | {row['final_hv']:.4f} | {reach} "
+            f"| {row['overhead']:.1%} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

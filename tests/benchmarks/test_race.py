@@ -1,0 +1,76 @@
+"""benchmarks/race.py: its fronts, hypervolume and overhead on known trials, and a real
+--quick run of every contender (nas, nas with ASHA, KerasTuner Hyperband and Bayesian
+optimization, plain Optuna) whose JSON is checked against its own figures."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from ..helpers import REPO, nas_env
+
+
+def _race() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("race", REPO / "benchmarks" / "race.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _trial(end: float, accuracy: float | None, throughput: float | None, inside: float = 1.0) -> dict[str, Any]:
+    return {"end_s": end, "accuracy": accuracy, "throughput": throughput, "inside_s": inside, "stopped": False}
+
+
+def test_front_hypervolume_and_overhead_of_known_trials() -> None:
+    race = _race()
+    trials = [_trial(10, 0.9, 10_000), _trial(20, 0.5, 100_000), _trial(30, 0.4, 50_000), _trial(40, None, None)]
+    assert [t["end_s"] for t in race.own_front(trials)] == [10, 20]  # 0.4 at 50k is dominated; no accuracy: out
+    # Reference (0, log10 1000): 0.9 x (4 - 3) + 0.5 x (5 - 4).
+    assert race.hypervolume([(0.9, 10_000), (0.5, 100_000)]) == pytest.approx(1.4)
+    assert race.hypervolume([]) == 0.0
+    # Gaps of 10 s with 1 s inside: 0.9 idle each; a trial busy longer than its gap counts 0.
+    assert race.overhead(trials) == pytest.approx(0.9)
+    assert race.overhead([_trial(0, 1, 1), _trial(5, 1, 1, inside=9.0)]) == 0.0
+    assert math.isnan(race.overhead(trials[:1]))
+
+
+@pytest.mark.slow
+def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
+    race = _race()
+    out, png = tmp_path / "race.json", tmp_path / "race.png"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "race.py"), "--quick", "--out", str(out), "--plot", str(png)],
+        cwd=tmp_path,
+        env=nas_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["seeds"] == 1 and report["budget_s"] == 45.0 and report["commit"] and report["date"]
+    assert set(report["rows"]) == set(race.CONTENDERS)
+    for name, row in report["rows"].items():
+        (trials,) = report["runs"][name]
+        assert row["trials"] == len(trials) >= 1, name
+        done = [t for t in trials if t["accuracy"] is not None]
+        assert all(0 <= t["accuracy"] <= 1 and t["throughput"] > 0 and t["inside_s"] > 0 for t in done), name
+        # The final hypervolume is that of the tool's own front, with re-measured throughputs.
+        front = [f for f in report["fronts"] if f["contender"] == name]
+        assert len(front) == len(race.own_front(trials)) >= 1, name
+        assert all(f["remeasured"] > 0 for f in front)
+        expected = race.hypervolume([(f["accuracy"], f["remeasured"]) for f in front])
+        assert row["final_hv_by_seed"] == [pytest.approx(expected)] and row["final_hv"] == pytest.approx(expected)
+        assert row["overhead"] == pytest.approx(race.overhead(trials), nan_ok=True)
+    assert report["hyperband_final_hv"] == report["rows"]["KerasTuner Hyperband"]["final_hv"]
+    assert png.stat().st_size > 10_000
+    assert "| nas (asha) |" in result.stdout and "| KerasTuner Hyperband |" in result.stdout
