@@ -4,12 +4,14 @@ and the local database servers."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -170,3 +172,13 @@ def drop_study(url: str, name: str) -> None:
 
     with contextlib.suppress(KeyError):
         optuna.delete_study(study_name=name, storage=url)
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """benchmarks/NAME.py loaded as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while a class is made
+    spec.loader.exec_module(module)
+    return module

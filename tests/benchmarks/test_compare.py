@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
@@ -14,16 +13,11 @@ from typing import Any
 
 import pytest
 
-from ..helpers import REPO, nas_env
+from ..helpers import REPO, benchmark_module, nas_env
 
 
 def _compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare", REPO / "benchmarks" / "compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compare"] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("compare")
 
 
 def test_hypervolume_of_known_fronts() -> None:

@@ -4,7 +4,6 @@ optimization, plain Optuna) whose JSON is checked against its own figures."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -15,15 +14,11 @@ from typing import Any
 
 import pytest
 
-from ..helpers import REPO, nas_env
+from ..helpers import REPO, benchmark_module, nas_env
 
 
 def _race() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("race", REPO / "benchmarks" / "race.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("race")
 
 
 def _trial(end: float, accuracy: float | None, throughput: float | None, inside: float = 1.0) -> dict[str, Any]:

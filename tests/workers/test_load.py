@@ -7,21 +7,16 @@ The suite runs NAS_LOAD_TRIALS trials (default 400, about seven minutes here); t
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from types import ModuleType
 
 import pytest
 
-from ..helpers import REPO, server_url
+from ..helpers import benchmark_module, server_url
 
 
 def _load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("load", REPO / "benchmarks" / "load.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("load")
 
 
 @pytest.mark.slow
