@@ -10,7 +10,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import optuna
 from optuna.trial import TrialState
@@ -199,14 +199,21 @@ class _TrialLoop:
                 return StoppedBy.TIMEOUT
             if recycle_after is not None and self.ran + self.failed >= recycle_after:
                 return StoppedBy.RECYCLE
-            with interrupts.deferred():
-                trial, done = self._next_trial()
+            trial = None
+            try:
+                with interrupts.deferred():
+                    trial, done = self._next_trial()
+            except KeyboardInterrupt:
+                # A stop that came while the trial was being asked for: it never started.
+                if trial is None:
+                    raise
+                self._interrupted(trial)
             if done:
                 return StoppedBy.BUDGET
             if trial is None:
                 time.sleep(IDLE_POLL_S)
                 continue
-            if self._run_one(trial) and self.consecutive_failures >= self.options.max_consecutive_failures:
+            if self._run_one(trial, interrupts) and self.consecutive_failures >= self.options.max_consecutive_failures:
                 return StoppedBy.FAILURES
 
     def _retain_weights(self, weights: WeightStore, front: list[optuna.trial.FrozenTrial]) -> None:
@@ -218,33 +225,51 @@ class _TrialLoop:
         except (OSError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
             self.events.message(f"Warning: could not delete dominated trials' weights: {str(exc).splitlines()[0]}")
 
-    def _run_one(self, trial: optuna.Trial) -> bool:
+    def _interrupted(self, trial: optuna.Trial) -> NoReturn:
+        """Fail a trial a stop cut short and queue it again, then stop the search."""
+        study = self.study
+        with no_interrupts():
+            trial.set_user_attr(TrialAttr.FAIL_REASON, "interrupted (Ctrl-C or SIGTERM)")
+            frozen = study.tell(trial, state=TrialState.FAIL)
+            # Not the trial's fault: run it again on resume without using a retry.
+            requeue(study, frozen, count_retry=False)
+        raise SearchInterrupted(
+            f"trial {trial.number} was stopped and queued again; {counts(study)[0]} finished trials are saved."
+        ) from None
+
+    def _run_one(self, trial: optuna.Trial, interrupts: Interrupts) -> bool:
         """Run and record one trial; True when it failed."""
         study = self.study
+        failure: Exception | None = None
+        outcome = None
         try:
             self.events.trial_started(trial.number)
             with Heartbeat(self.storage, trial_id(trial), HEARTBEAT_INTERVAL_S):
                 outcome = self.runner.run(trial)
         except KeyboardInterrupt:
-            with no_interrupts():
-                trial.set_user_attr(TrialAttr.FAIL_REASON, "interrupted (Ctrl-C or SIGTERM)")
-                frozen = study.tell(trial, state=TrialState.FAIL)
-                # Not the trial's fault: run it again on resume without using a retry.
-                requeue(study, frozen, count_retry=False)
-            raise SearchInterrupted(
-                f"trial {trial.number} was stopped and queued again; {counts(study)[0]} finished trials are saved."
-            ) from None
+            self._interrupted(trial)
         except Exception as exc:
-            trial.set_user_attr(TrialAttr.FAIL_REASON, describe_failure(exc))
-            frozen = with_lock_retries(study.tell, trial, state=TrialState.FAIL)
+            failure = exc
+        try:
+            # The trial has ended: a stop arriving now waits until the study has been told, or
+            # the trial would be left RUNNING (and its finished work run again on resume).
+            with interrupts.deferred():
+                if failure is not None:
+                    trial.set_user_attr(TrialAttr.FAIL_REASON, describe_failure(failure))
+                    frozen = with_lock_retries(study.tell, trial, state=TrialState.FAIL)
+                elif outcome is None or outcome.values is None:  # screened, or stopped at a rung
+                    frozen = with_lock_retries(study.tell, trial, state=TrialState.PRUNED)
+                else:
+                    frozen = with_lock_retries(study.tell, trial, outcome.values)
+        except KeyboardInterrupt:
+            raise SearchInterrupted(
+                f"stopped after trial {trial.number} ended; {counts(study)[0]} finished trials are saved."
+            ) from None
+        if failure is not None:
             self.failed += 1
             self.consecutive_failures += 1
             self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
             return True
-        if outcome.values is None:  # screened out: finished, but without objectives
-            frozen = with_lock_retries(study.tell, trial, state=TrialState.PRUNED)
-        else:
-            frozen = with_lock_retries(study.tell, trial, outcome.values)
         front = study.best_trials  # one non-dominated sort per trial, for retention and the display
         if self.runner.weights is not None:
             self._retain_weights(self.runner.weights, front)

@@ -1,0 +1,118 @@
+"""A stop (second Ctrl-C, SIGTERM) that lands in the loop's bookkeeping, not in a trial's work,
+never leaves a trial RUNNING: each case sends the signal at one exact point of the loop of a
+real study on SQLite, with a runner that stands in for the trial's phases."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from nas.errors import SearchInterrupted
+from nas.search.engine.events import SearchEvents
+from nas.search.engine.interrupts import Interrupts
+from nas.search.engine.loop import _TrialLoop
+from nas.search.engine.options import SearchOptions
+from nas.search.engine.trial import TrialOutcome
+from nas.storage import open_storage, resolve_storage_url
+
+
+class _Runner:
+    """Finishes every trial at once with fixed objectives; `during` runs inside the trial."""
+
+    weights = None
+
+    def __init__(self, during: Callable[[], None] = lambda: None) -> None:
+        self.during, self.ran = during, 0
+
+    def run(self, trial: optuna.Trial) -> TrialOutcome:
+        self.ran += 1
+        self.during()
+        return TrialOutcome([0.9, 1000.0])
+
+
+def _stop_now() -> None:
+    """SIGTERM to this process: Interrupts raises KeyboardInterrupt at once, unless deferred."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _loop(tmp_path: Path, runner: _Runner) -> tuple[_TrialLoop, optuna.Study]:
+    url = resolve_storage_url(f"sqlite:///{tmp_path / 'nas.db'}")
+    storage = open_storage(url)
+    study = optuna.create_study(study_name="s", storage=storage, directions=["maximize", "maximize"])
+    options = SearchOptions(storage=url, study_name="s", trials=5, sampler="random", seed=0)
+    return _TrialLoop(study, storage, runner, options, SearchEvents(), {"host": "test"}), study  # type: ignore[arg-type]
+
+
+def _run(loop: _TrialLoop) -> None:
+    try:
+        with Interrupts(SearchEvents()) as interrupts:
+            loop.run(interrupts, None, lambda: True)
+    except KeyboardInterrupt:  # pytest would take it for the user's own Ctrl-C and stop the suite
+        raise AssertionError("the stop left the loop as a bare KeyboardInterrupt, without its bookkeeping") from None
+
+
+def _states(study: optuna.Study) -> list[str]:
+    return [t.state.name for t in study.get_trials()]
+
+
+def _signal_inside(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: int = 1) -> None:
+    """Make `owner.name` send the stop on its `calls`-th call, just before doing its work."""
+    original, seen = getattr(owner, name), [0]
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        seen[0] += 1
+        if seen[0] == calls:
+            _stop_now()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapped)
+
+
+def test_a_stop_while_the_study_is_told_lets_the_tell_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loop, study = _loop(tmp_path, _Runner())
+    _signal_inside(monkeypatch, study, "tell", calls=2)  # the second trial's tell
+    with pytest.raises(SearchInterrupted, match="stopped after trial 1 ended; 2 finished trials are saved"):
+        _run(loop)
+    assert _states(study) == ["COMPLETE", "COMPLETE"]
+
+
+def test_a_stop_while_a_trial_is_asked_for_fails_and_requeues_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = _Runner()
+    loop, study = _loop(tmp_path, runner)
+    _signal_inside(monkeypatch, study, "ask", calls=2)
+    with pytest.raises(SearchInterrupted, match="trial 1 was stopped and queued again; 1 finished"):
+        _run(loop)
+    assert runner.ran == 1  # the asked-for trial never started
+    assert _states(study) == ["COMPLETE", "FAIL", "WAITING"]
+    failed = study.trials[1]
+    assert failed.user_attrs["fail_reason"].startswith("interrupted")
+    assert study.trials[2].user_attrs["retry_of"] == 1 and study.trials[2].params == failed.params
+
+
+def test_a_stop_inside_a_trial_fails_and_requeues_it(tmp_path: Path) -> None:
+    loop, study = _loop(tmp_path, _Runner(during=_stop_now))
+    with pytest.raises(SearchInterrupted, match="trial 0 was stopped and queued again; 0 finished"):
+        _run(loop)
+    assert _states(study) == ["FAIL", "WAITING"]
+
+
+def test_a_stop_while_a_failed_trial_is_told_lets_the_tell_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    loop, study = _loop(tmp_path, _Runner(during=broken))
+    _signal_inside(monkeypatch, study, "tell")
+    with pytest.raises(SearchInterrupted, match="stopped after trial 0 ended"):
+        _run(loop)
+    assert _states(study) == ["FAIL"]
+    assert study.trials[0].user_attrs["fail_reason"].startswith("RuntimeError: boom")
