@@ -1,7 +1,7 @@
 """Time to a good Pareto front: nas against KerasTuner, same space, same budget, same machine.
 
     python benchmarks/compare.py [--budget 60] [--seeds 3] [--out compare.json] [--plot hv.png]
-    python benchmarks/compare.py --quick          # about 3 minutes: 1 seed, 35 s per contender
+    python benchmarks/compare.py --quick          # about 2 minutes: 1 seed, 15 s per contender
 
 Contenders, run one after another, each in a fresh process, for the same wall-clock budget
 per seed ("start no trial after B seconds"), on the same data and space:
@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per contender and seed")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="1 seed, 35 s per contender")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 15 s per contender")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
@@ -279,7 +279,7 @@ def main() -> None:
         run_one(args.run_one, args.seed, args.budget, args.epochs, args.out)
         return
     if args.quick:
-        args.budget, args.seeds = 35.0, 1
+        args.budget, args.seeds = 15.0, 1
 
     started = time.perf_counter()
     runs: dict[str, list[list[Point]]] = {name: [] for name in CONTENDERS}

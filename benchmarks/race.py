@@ -2,7 +2,7 @@
 each run the way its users run it, on the `mobilenet` preset's space on digits.
 
     python benchmarks/race.py [--budget 900] [--seeds 3] [--out race.json] [--plot race.png]
-    python benchmarks/race.py --quick     # 1 seed, 45 s per contender, 2 epochs: checks the script
+    python benchmarks/race.py --quick     # 1 seed, 20 s per contender, 2 epochs: checks the script
 
 Contenders, one after another, each in a fresh process with the same wall-clock budget (no
 trial starts after it; a running one finishes):
@@ -424,7 +424,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=900.0, help="seconds per contender and seed")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the preset's)")
-    parser.add_argument("--quick", action="store_true", help="1 seed, 45 s per contender, 2 epochs")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 20 s per contender, 2 epochs")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
@@ -439,7 +439,7 @@ def main() -> None:
         remeasure(args.remeasure, args.result)
         return
     if args.quick:
-        args.budget, args.seeds, args.epochs = 45.0, 1, 2
+        args.budget, args.seeds, args.epochs = 20.0, 1, 2
 
     started = time.perf_counter()
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in CONTENDERS}

@@ -76,7 +76,7 @@ def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["seeds"] == 1 and report["budget_s"] == 35.0
+    assert report["seeds"] == 1 and report["budget_s"] == 15.0
     assert set(report["rows"]) == {
         "nas (tpe)",
         "nas (random)",

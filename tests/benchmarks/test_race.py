@@ -52,7 +52,7 @@ def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["seeds"] == 1 and report["budget_s"] == 45.0 and report["commit"] and report["date"]
+    assert report["seeds"] == 1 and report["budget_s"] == 20.0 and report["commit"] and report["date"]
     assert set(report["rows"]) == set(race.CONTENDERS)
     for name, row in report["rows"].items():
         (trials,) = report["runs"][name]

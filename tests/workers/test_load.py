@@ -1,7 +1,7 @@
 """Load test on the real PostgreSQL: 8 pool workers, hundreds of screened trials, workers
 killed with SIGKILL throughout (benchmarks/load.py does the run and the checks).
 
-The suite runs NAS_LOAD_TRIALS trials (default 400, about seven minutes here); the
+The suite runs NAS_LOAD_TRIALS trials (default 250, about two minutes here); the
 2,000-trial run recorded in benchmarks/RESULTS.md is `NAS_LOAD_TRIALS=2000` or
 `python benchmarks/load.py`."""
 
@@ -22,7 +22,7 @@ def _load_benchmark() -> ModuleType:
 @pytest.mark.slow
 @pytest.mark.server
 def test_eight_workers_killed_at_random_lose_nothing_on_postgresql() -> None:
-    trials = int(os.environ.get("NAS_LOAD_TRIALS", "400"))
+    trials = int(os.environ.get("NAS_LOAD_TRIALS", "250"))
     result = _load_benchmark().run_load(
         server_url("postgresql"), workers=8, trials=trials, kill_every=(8.0, 15.0), seed=1
     )

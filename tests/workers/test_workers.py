@@ -166,15 +166,7 @@ def test_four_workers_400_trials_on_one_new_sqlite_file(workdir: Path) -> None:
     _four_by_hundred(workdir, "sqlite:///fresh.db", "cheap")
 
 
-@pytest.mark.slow
-@pytest.mark.server
-def test_four_workers_400_trials_on_postgresql(workdir: Path) -> None:
-    url = server_url("postgresql")
-    name = f"nas-test-{uuid.uuid4().hex[:8]}"
-    try:
-        _four_by_hundred(workdir, url, name)
-    finally:
-        drop_study(url, name)
+# Many workers on PostgreSQL: tests/workers/test_load.py (8 workers, workers killed throughout).
 
 
 @pytest.mark.slow
