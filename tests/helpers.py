@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -73,6 +74,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
     out, err = io.StringIO(), io.StringIO()
     saved_argv, saved_cwd, saved_storage = sys.argv, os.getcwd(), os.environ.pop("NAS_STORAGE", None)
+    saved_sigint = signal.getsignal(signal.SIGINT)  # main() leaves one for the interpreter's exit
     sys.argv = ["nas", *args]
     code = 0
     try:
@@ -83,6 +85,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = saved_argv
+        signal.signal(signal.SIGINT, saved_sigint)
         os.chdir(saved_cwd)
         if saved_storage is not None:
             os.environ["NAS_STORAGE"] = saved_storage

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -489,3 +491,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("Interrupted.")
         sys.exit(130)
+    finally:
+        # The command is done and what it finished is saved; a Ctrl-C while the interpreter
+        # shuts down (seconds, with TensorFlow loaded) would otherwise end it by SIGINT with
+        # an unhandled KeyboardInterrupt instead of exit status 130.
+        signal.signal(signal.SIGINT, _exit_interrupted)
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(130)
