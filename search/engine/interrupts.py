@@ -18,6 +18,10 @@ class Interrupts:
     def __init__(self, events: SearchEvents) -> None:
         self.events = events
         self.draining = False
+        # Set once a stop-now has been raised: an error a trial ends with after that is the
+        # stop on its way out (a finally block or TensorFlow turned the KeyboardInterrupt
+        # into another exception), not the trial's own failure.
+        self.stopped_now = False
         self._pending = False
         self._deferred = 0
         self._previous: list[Any] = []
@@ -26,6 +30,7 @@ class Interrupts:
         if self._deferred:
             self._pending = True
         else:
+            self.stopped_now = True
             raise KeyboardInterrupt
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
@@ -47,6 +52,7 @@ class Interrupts:
             self._deferred -= 1
             if not self._deferred and self._pending:
                 self._pending = False
+                self.stopped_now = True
                 raise KeyboardInterrupt
 
     def __enter__(self) -> Interrupts:

@@ -249,6 +249,8 @@ class _TrialLoop:
         except KeyboardInterrupt:
             self._interrupted(trial)
         except Exception as exc:
+            if interrupts.stopped_now:
+                self._interrupted(trial)
             failure = exc
         try:
             # The trial has ended: a stop arriving now waits until the study has been told, or

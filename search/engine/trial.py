@@ -335,12 +335,20 @@ class _Run:
     def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:
         on_phase(name)
         t0 = time.perf_counter()
+        ended = False
         try:
             yield
+            ended = True
         finally:
             self.durations[name] = round(time.perf_counter() - t0, 4)
             self.durations["total"] = round(time.perf_counter() - self.started, 4)
-            self.trial.set_user_attr(TrialAttr.DURATIONS, self.durations)
+            try:
+                self.trial.set_user_attr(TrialAttr.DURATIONS, self.durations)
+            except Exception:
+                # A phase cut short (a stop, an error) ends the trial for that reason; a
+                # failed write of its durations must not replace it.
+                if ended:
+                    raise
 
 
 def describe_failure(exc: BaseException) -> str:

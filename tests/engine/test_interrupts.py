@@ -18,7 +18,7 @@ from nas.search.engine.events import SearchEvents
 from nas.search.engine.interrupts import Interrupts
 from nas.search.engine.loop import _TrialLoop
 from nas.search.engine.options import SearchOptions
-from nas.search.engine.trial import TrialOutcome
+from nas.search.engine.trial import TrialOutcome, _Run
 from nas.storage import open_storage, resolve_storage_url
 
 
@@ -116,3 +116,35 @@ def test_a_stop_while_a_failed_trial_is_told_lets_the_tell_finish(
         _run(loop)
     assert _states(study) == ["FAIL"]
     assert study.trials[0].user_attrs["fail_reason"].startswith("RuntimeError: boom")
+
+
+def test_a_stop_that_another_error_replaces_on_its_way_out_still_requeues(tmp_path: Path) -> None:
+    # A finally block that fails while the stop passes through it (a database write, a
+    # TensorFlow clean-up) turns the KeyboardInterrupt into another exception.
+    def stop_then_fail() -> None:
+        try:
+            _stop_now()
+        finally:
+            raise RuntimeError("database is locked")
+
+    loop, study = _loop(tmp_path, _Runner(during=stop_then_fail))
+    with pytest.raises(SearchInterrupted, match="trial 0 was stopped and queued again"):
+        _run(loop)
+    assert _states(study) == ["FAIL", "WAITING"]
+    assert study.trials[0].user_attrs["fail_reason"].startswith("interrupted")
+
+
+class _UnwritableTrial:
+    """A trial whose attribute writes fail, as a database write does when a stop cuts it."""
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        raise RuntimeError("database is locked")
+
+
+def test_a_phase_cut_short_keeps_its_reason_when_its_durations_cannot_be_written() -> None:
+    run = _Run(_UnwritableTrial(), candidate=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the phase's own error"), run.phase("build", lambda _: None):
+        raise ValueError("the phase's own error")
+    assert "build" in run.durations
+    with pytest.raises(RuntimeError, match="database is locked"), run.phase("plan", lambda _: None):
+        pass  # a phase that ended normally does report the failed write
