@@ -3,6 +3,12 @@ each run the way its users run it, on the `mobilenet` preset's space on digits.
 
     python benchmarks/race.py [--budget 900] [--seeds 3] [--out race.json] [--plot race.png]
     python benchmarks/race.py --quick     # 1 seed, 20 s per contender, 2 epochs: checks the script
+    python benchmarks/race.py --seeds 1 --runs benchmarks/race-runs   # seed 0 now ...
+    python benchmarks/race.py --seeds 3 --runs benchmarks/race-runs   # ... seeds 1 and 2 later
+
+With --runs, each contender's run of one seed is kept there as it ends (its trials, commit and
+date) and a later call reuses the kept runs of the same budget and epochs, so a race of 3 x 5
+runs of 15 minutes can be run a seed at a time; the fronts are always re-measured together.
 
 Contenders, one after another, each in a fresh process with the same wall-clock budget (no
 trial starts after it; a running one finishes):
@@ -414,6 +420,23 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+class RunMismatch(Exception):
+    """A kept run of another budget or epochs: mixing it in would compare unlike runs."""
+
+
+def kept_run(path: Path, budget: float, epochs: int | None) -> dict[str, Any] | None:
+    """The run kept at `path` if there is one, checked to be of this race's budget and epochs."""
+    if not path.exists():
+        return None
+    kept = json.loads(path.read_text())
+    if (kept["budget_s"], kept["epochs"]) != (budget, epochs):
+        raise RunMismatch(
+            f"{path} holds a run of budget {kept['budget_s']:g} s and epochs {kept['epochs']}, not "
+            f"{budget:g} s and {epochs}: use another --runs folder"
+        )
+    return dict(kept)
+
+
 def commit() -> str:
     result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
     return result.stdout.strip() or "unknown"
@@ -427,6 +450,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 seed, 20 s per contender, 2 epochs")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--runs", type=Path, default=None, help="keep each run here and reuse the kept ones")
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--remeasure", type=Path, default=None, help=argparse.SUPPRESS)
@@ -443,25 +467,35 @@ def main() -> None:
 
     started = time.perf_counter()
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in CONTENDERS}
+    provenance: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nas-race-") as tmp:
         work = Path(tmp)
+        store = args.runs or work
+        store.mkdir(parents=True, exist_ok=True)
         for seed in range(args.seeds):
             for name in CONTENDERS:
-                result = work / f"trials-{CONTENDERS.index(name)}-{seed}.json"
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--run-one",
-                    name,
-                    "--seed",
-                    str(seed),
-                    "--budget",
-                    str(args.budget),
-                ]
-                command += ["--result", str(result)] + (["--epochs", str(args.epochs)] if args.epochs else [])
-                subprocess.run(command, check=True, cwd=work)
-                runs[name].append(json.loads(result.read_text()))
-                print(f"seed {seed} {name}: {len(runs[name][-1])} trials", flush=True)
+                path = store / f"run-{CONTENDERS.index(name)}-{seed}.json"
+                try:
+                    kept = kept_run(path, args.budget, args.epochs)
+                except RunMismatch as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    sys.exit(2)
+                if kept is None:
+                    result = work / f"trials-{CONTENDERS.index(name)}-{seed}.json"
+                    command = [sys.executable, __file__, "--run-one", name, "--seed", str(seed)]
+                    command += ["--budget", str(args.budget), "--result", str(result)]
+                    command += ["--epochs", str(args.epochs)] if args.epochs else []
+                    subprocess.run(command, check=True, cwd=work)
+                    kept = {"contender": name, "seed": seed, "budget_s": args.budget, "epochs": args.epochs}
+                    kept |= {"commit": commit(), "date": dt.date.today().isoformat()}
+                    kept["trials"] = json.loads(result.read_text())
+                    path.write_text(json.dumps(kept))
+                    how = "ran"
+                else:
+                    how = f"kept from {kept['date']} at {kept['commit']}"
+                runs[name].append(kept.pop("trials"))
+                provenance.append(kept)
+                print(f"seed {seed} {name}: {len(runs[name][-1])} trials ({how})", flush=True)
         fronts = [
             {"contender": name, "seed": seed, "params": t["params"], "accuracy": t["accuracy"], "own": t["throughput"]}
             for name, seeds in runs.items()
@@ -479,7 +513,9 @@ def main() -> None:
         entry["remeasured"] = figure
     summary = summarise(runs, remeasured, args.budget)
     report = {
-        "command": "python benchmarks/race.py" + (" --quick" if args.quick else f" --budget {args.budget:g}"),
+        "command": "python benchmarks/race.py"
+        + (" --quick" if args.quick else f" --budget {args.budget:g} --seeds {args.seeds}")
+        + (f" --runs {args.runs}" if args.runs else ""),
         "commit": commit(),
         "date": dt.date.today().isoformat(),
         "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} usable cores",
@@ -488,6 +524,7 @@ def main() -> None:
         "epochs": args.epochs,
         "reference_point": list(REFERENCE),
         "total_s": round(time.perf_counter() - started, 1),
+        "run_provenance": provenance,  # each run's commit and date (kept runs may be older)
         "hyperband_final_hv": summary["hyperband_final_hv"],
         "rows": summary["rows"],
         "fronts": fronts,
@@ -500,6 +537,8 @@ def main() -> None:
     print()
     print(f"{report['command']} at {report['commit']} on {report['date']}, {report['machine']}")
     print(f"budget {args.budget:.0f} s per contender and seed, {args.seeds} seeds (medians), {report['total_s']} s")
+    commits = sorted({(p["commit"], p["date"]) for p in provenance})
+    print("runs made at " + ", ".join(f"{c} ({d})" for c, d in commits))
     print(
         "| contender | trials | stopped early | final hypervolume (re-measured) "
         "| time to Hyperband's final | overhead |"

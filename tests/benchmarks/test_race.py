@@ -43,7 +43,17 @@ def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
     race = _race()
     out, png = tmp_path / "race.json", tmp_path / "race.png"
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "race.py"), "--quick", "--out", str(out), "--plot", str(png)],
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "race.py"),
+            "--quick",
+            "--out",
+            str(out),
+            "--plot",
+            str(png),
+            "--runs",
+            str(tmp_path / "runs"),
+        ],
         cwd=tmp_path,
         env=nas_env(),
         capture_output=True,
@@ -68,4 +78,22 @@ def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
         assert row["overhead"] == pytest.approx(race.overhead(trials), nan_ok=True)
     assert report["hyperband_final_hv"] == report["rows"]["KerasTuner Hyperband"]["final_hv"]
     assert png.stat().st_size > 10_000
+    # Each run is kept with where it came from, for a later call to reuse.
+    for index, name in enumerate(race.CONTENDERS):
+        kept = json.loads((tmp_path / "runs" / f"run-{index}-0.json").read_text())
+        assert kept["contender"] == name and kept["commit"] == report["commit"] and kept["budget_s"] == 20.0
+        assert kept["trials"] == report["runs"][name][0]
+    assert len(report["run_provenance"]) == len(race.CONTENDERS)
     assert "| nas (asha) |" in result.stdout and "| KerasTuner Hyperband |" in result.stdout
+
+
+def test_kept_runs_are_reused_only_for_the_same_budget_and_epochs(tmp_path: Path) -> None:
+    race = _race()
+    path = tmp_path / "run-0-0.json"
+    assert race.kept_run(path, 900.0, None) is None
+    path.write_text(json.dumps({"budget_s": 900.0, "epochs": None, "commit": "abc", "date": "d", "trials": []}))
+    assert race.kept_run(path, 900.0, None)["commit"] == "abc"
+    with pytest.raises(race.RunMismatch, match="budget 900 s and epochs None, not 300 s and None"):
+        race.kept_run(path, 300.0, None)
+    with pytest.raises(race.RunMismatch, match="not 900 s and 2"):
+        race.kept_run(path, 900.0, 2)
