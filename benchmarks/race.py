@@ -14,7 +14,8 @@ Contenders, one after another, each in a fresh process with the same wall-clock 
 trial starts after it; a running one finishes):
 - nas, default settings: `nas search <preset> --timeout B --seed S` through the CLI; and nas
   with `search.early_stopping: {method: asha, min_epochs: 1, eta: 3}`.
-- KerasTuner `Hyperband` (max_epochs = the preset's epochs, factor 3) and
+- KerasTuner `Hyperband` (max_epochs = the preset's epochs, factor 3, iterations until the
+  budget ends) and
   `BayesianOptimization`, with a HyperModel written as a KerasTuner user writes it: the
   preset's MobileNetV2 family in Keras layers in `build(hp)`, `model.fit` with the callbacks
   KerasTuner passes (its best-epoch checkpoint kept), throughput from a short timing loop in
@@ -269,7 +270,10 @@ def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, fold
         "project_name": "kt",
     }
     if name == "KerasTuner Hyperband":
-        tuner = kt.Hyperband(MobileNetHyperModel(), max_epochs=epochs, factor=3, **common)
+        # KerasTuner's advice: hyperband_iterations "as high a value as is within your resource
+        # budget"; its default (1) ends the search after one pass of the brackets (10 trials,
+        # under 3 minutes here), so it would leave most of the budget unused.
+        tuner = kt.Hyperband(MobileNetHyperModel(), max_epochs=epochs, factor=3, hyperband_iterations=1000, **common)
     else:
         tuner = kt.BayesianOptimization(MobileNetHyperModel(), max_trials=100_000, **common)
     try:
