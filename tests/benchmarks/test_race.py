@@ -97,3 +97,9 @@ def test_kept_runs_are_reused_only_for_the_same_budget_and_epochs(tmp_path: Path
         race.kept_run(path, 300.0, None)
     with pytest.raises(race.RunMismatch, match="not 900 s and 2"):
         race.kept_run(path, 900.0, 2)
+
+
+def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:
+    command = [sys.executable, str(REPO / "benchmarks" / "race.py"), "--contenders", "nas,AutoKeras"]
+    result = subprocess.run(command, cwd=tmp_path, env=nas_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unknown contenders ['AutoKeras']" in result.stderr, result.stderr
