@@ -29,8 +29,10 @@ Every tool times throughput its own way, so afterwards one process rebuilds ever
 contender's final front (by its own figures) and measures all of them together with nas'
 protocol (round-robin, interleaved with the reference network); the final hypervolume of
 (accuracy, log10 images/s) above (0, log10 1000) uses those re-measured figures and the
-accuracies the tools reported. Hypervolume over wall time uses each trial's own figure scaled
-by its contender's median re-measured/own ratio over its front, so the curves share a scale.
+accuracies the tools reported. Hypervolume over wall time gives each trial one figure on that
+scale (`curve_figures`): its re-measured one if it is on the front, else its own figure times the
+lowest re-measured/own ratio among the front members that dominate it, so it stays dominated and
+each curve ends exactly at its final hypervolume.
 Reported: final hypervolume, time to reach KerasTuner Hyperband's final hypervolume, trials
 finished and stopped early, overhead per trial (share of wall time between trial ends spent
 outside training and measuring); medians over seeds.
@@ -380,6 +382,30 @@ def overhead(trials: list[dict[str, Any]]) -> float:
     return statistics.median(shares) if shares else float("nan")
 
 
+def curve_figures(trials: list[dict[str, Any]], front: list[dict[str, Any]], figures: list[float]) -> dict[int, float]:
+    """Each trained trial's throughput on the re-measured scale, by its index in `trials`.
+
+    Only the final front is re-measured (every trial would take far longer than the race).
+    A front member gets its re-measured figure; any other trial its own figure times the lowest
+    re-measured/own ratio among the front members that dominate it by own figures. That keeps
+    it dominated by one of them (no higher accuracy, throughput no higher than that member's
+    re-measured one), so the curve's last value is exactly the final hypervolume; a median
+    ratio for everyone let a dominated trial rise above the front it lost to."""
+    ratio = {id(t): f / t["throughput"] for t, f in zip(front, figures, strict=True)}
+    on_scale: dict[int, float] = {}
+    for k, t in enumerate(trials):
+        if t["accuracy"] is None:
+            continue
+        if id(t) in ratio:
+            on_scale[k] = t["throughput"] * ratio[id(t)]
+            continue
+        dominating = [
+            ratio[id(f)] for f in front if f["accuracy"] >= t["accuracy"] and f["throughput"] >= t["throughput"]
+        ]
+        on_scale[k] = t["throughput"] * min(dominating)
+    return on_scale
+
+
 def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tuple[str, int], list[float]],
               budget: float) -> dict[str, Any]:  # fmt: skip
     rows: dict[str, Any] = {}
@@ -389,12 +415,11 @@ def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tupl
         for seed, trials in enumerate(seeds):
             front, figures = own_front(trials), remeasured[(name, seed)]
             finals.append(hypervolume([(t["accuracy"], f) for t, f in zip(front, figures, strict=True)]))
-            scale = statistics.median(f / t["throughput"] for t, f in zip(front, figures, strict=True)) if front else 1
+            on_scale = curve_figures(trials, front, figures)
             done, curve = [], []
-            for t in sorted(trials, key=lambda t: t["end_s"]):
-                if t["accuracy"] is not None:
-                    done.append((t["accuracy"], t["throughput"] * scale))
-                    curve.append((t["end_s"], hypervolume(done)))
+            for k in sorted(on_scale, key=lambda k: trials[k]["end_s"]):
+                done.append((trials[k]["accuracy"], on_scale[k]))
+                curve.append((trials[k]["end_s"], hypervolume(done)))
             scaled_curves.append(curve)
         curves[name] = scaled_curves
         rows[name] = {
@@ -409,6 +434,14 @@ def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tupl
         reach = [next((s for s, hv in c if hv >= target - 1e-12), None) for c in curves[name]]
         row["time_to_hyperband_final_s"] = statistics.median(r if r is not None else budget for r in reach)
         row["seeds_reaching_it"] = sum(r is not None for r in reach)
+    if "nas" in rows:  # early stopping on vs off: each seed against nas' final of that seed
+        for name, row in rows.items():
+            reach = [
+                next((s for s, hv in c if hv >= final - 1e-12), None)
+                for c, final in zip(curves[name], rows["nas"]["final_hv_by_seed"], strict=True)
+            ]
+            row["time_to_nas_final_s"] = statistics.median(r if r is not None else budget for r in reach)
+            row["seeds_reaching_nas_final"] = sum(r is not None for r in reach)
     return {"hyperband_final_hv": target, "rows": rows, "curves": curves}
 
 
@@ -551,6 +584,7 @@ def main() -> None:
         "run_provenance": provenance,  # each run's commit and date (kept runs may be older)
         "hyperband_final_hv": summary["hyperband_final_hv"],
         "rows": summary["rows"],
+        "curves": summary["curves"],  # (seconds, hypervolume) per contender and seed, as plotted
         "fronts": fronts,
         "runs": runs,
     }
@@ -565,14 +599,19 @@ def main() -> None:
     print("runs made at " + ", ".join(f"{c} ({d})" for c, d in commits))
     print(
         "| contender | trials | stopped early | final hypervolume (re-measured) "
-        "| time to Hyperband's final | overhead |"
+        "| time to Hyperband's final | time to nas' final (same seed) | overhead |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, row in summary["rows"].items():
         reach = f"{row['time_to_hyperband_final_s']:.0f} s ({row['seeds_reaching_it']}/{args.seeds} seeds)"
+        to_nas = (
+            f"{row['time_to_nas_final_s']:.0f} s ({row['seeds_reaching_nas_final']}/{args.seeds} seeds)"
+            if "time_to_nas_final_s" in row
+            else "-"
+        )
         print(
             f"| {name} | {row['trials']:.0f} | {row['stopped_early']:.0f} | {row['final_hv']:.4f} | {reach} "
-            f"| {row['overhead']:.1%} |"
+            f"| {to_nas} | {row['overhead']:.1%} |"
         )
 
 

@@ -38,6 +38,21 @@ def test_front_hypervolume_and_overhead_of_known_trials() -> None:
     assert math.isnan(race.overhead(trials[:1]))
 
 
+def test_hypervolume_curves_end_at_the_re_measured_final() -> None:
+    race = _race()
+    # Front by own figures: A (0.9, 10k) re-measured at 5k, B (0.5, 100k) at 200k; C (0.8, 9k)
+    # is dominated by A. A median ratio (1.25) would put C at 11k, above A's 5k, and the curve
+    # would end above the final; C takes A's ratio (0.5) and stays dominated.
+    trials = [_trial(10, 0.9, 10_000), _trial(20, 0.5, 100_000), _trial(30, 0.8, 9_000), _trial(40, None, None)]
+    front = race.own_front(trials)
+    assert race.curve_figures(trials, front, [5_000, 200_000]) == {0: 5_000, 1: 200_000, 2: 4_500}
+    summary = race.summarise({"KerasTuner Hyperband": [trials]}, {("KerasTuner Hyperband", 0): [5_000, 200_000]}, 60)
+    final = race.hypervolume([(0.9, 5_000), (0.5, 200_000)])
+    assert summary["rows"]["KerasTuner Hyperband"]["final_hv"] == pytest.approx(final)
+    assert summary["curves"]["KerasTuner Hyperband"][0][-1] == (30, pytest.approx(final))
+    assert summary["rows"]["KerasTuner Hyperband"]["time_to_hyperband_final_s"] == 20
+
+
 @pytest.mark.slow
 def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
     race = _race()
