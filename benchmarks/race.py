@@ -34,7 +34,7 @@ scale (`curve_figures`): its re-measured one if it is on the front, else its own
 lowest re-measured/own ratio among the front members that dominate it, so it stays dominated and
 each curve ends exactly at its final hypervolume.
 Reported: final hypervolume, time to reach KerasTuner Hyperband's final hypervolume, trials
-finished and stopped early, overhead per trial (share of wall time between trial ends spent
+finished and stopped early, overhead per trial (seconds, and share of wall time, between trial ends spent
 outside training and measuring); medians over seeds.
 """
 
@@ -372,14 +372,27 @@ def hypervolume(points: list[tuple[float, float]]) -> float:
     return hypervolume_2d([[a, math.log10(max(t, 1e-9))] for a, t in points], list(REFERENCE))
 
 
-def overhead(trials: list[dict[str, Any]]) -> float:
+def _idle_gaps(trials: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(seconds outside training and measuring, seconds) of each gap between two trial ends."""
     ordered = sorted(trials, key=lambda t: t["end_s"])
-    shares = [
-        max(0.0, (b["end_s"] - a["end_s"]) - b["inside_s"]) / (b["end_s"] - a["end_s"])
+    return [
+        (max(0.0, (b["end_s"] - a["end_s"]) - b["inside_s"]), b["end_s"] - a["end_s"])
         for a, b in itertools.pairwise(ordered)
         if b["end_s"] > a["end_s"]
     ]
+
+
+def overhead(trials: list[dict[str, Any]]) -> float:
+    """Median share of a trial's wall time spent outside training and measuring."""
+    shares = [idle / gap for idle, gap in _idle_gaps(trials)]
     return statistics.median(shares) if shares else float("nan")
+
+
+def overhead_s(trials: list[dict[str, Any]]) -> float:
+    """Median seconds per trial outside training and measuring: unlike the share, not lowered
+    by a tool whose training itself is slower."""
+    idle = [idle for idle, _ in _idle_gaps(trials)]
+    return statistics.median(idle) if idle else float("nan")
 
 
 def curve_figures(trials: list[dict[str, Any]], front: list[dict[str, Any]], figures: list[float]) -> dict[int, float]:
@@ -428,6 +441,7 @@ def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tupl
             "trials": statistics.median(len(t) for t in seeds),
             "stopped_early": statistics.median(sum(x["stopped"] for x in t) for t in seeds),
             "overhead": statistics.median(overhead(t) for t in seeds),
+            "overhead_s": statistics.median(overhead_s(t) for t in seeds),
         }
     target = rows["KerasTuner Hyperband"]["final_hv"]
     for name, row in rows.items():
@@ -500,6 +514,9 @@ def main() -> None:
         default=None,
         help="comma-separated subset of the contenders (KerasTuner Hyperband always runs: it sets the target)",
     )
+    parser.add_argument(
+        "--from-report", type=Path, default=None, help="summarise a written report again, without measuring"
+    )
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--remeasure", type=Path, default=None, help=argparse.SUPPRESS)
@@ -510,6 +527,9 @@ def main() -> None:
         return
     if args.remeasure is not None:
         remeasure(args.remeasure, args.result)
+        return
+    if args.from_report is not None:
+        summarise_again(args.from_report, args.out, args.plot)
         return
     if args.quick:
         args.budget, args.seeds, args.epochs = 20.0, 1, 2
@@ -563,11 +583,8 @@ def main() -> None:
         command = [sys.executable, __file__, "--remeasure", str(work / "fronts.json"), "--result", str(figures_file)]
         subprocess.run(command, check=True, cwd=work)
         figures = json.loads(figures_file.read_text())
-    remeasured: dict[tuple[str, int], list[float]] = {(n, s): [] for n in chosen for s in range(args.seeds)}
     for entry, figure in zip(fronts, figures, strict=True):
-        remeasured[(entry["contender"], entry["seed"])].append(figure)
         entry["remeasured"] = figure
-    summary = summarise(runs, remeasured, args.budget)
     report = {
         "command": "python benchmarks/race.py"
         + (" --quick" if args.quick else f" --budget {args.budget:g} --seeds {args.seeds}")
@@ -582,36 +599,58 @@ def main() -> None:
         "reference_point": list(REFERENCE),
         "total_s": round(time.perf_counter() - started, 1),
         "run_provenance": provenance,  # each run's commit and date (kept runs may be older)
-        "hyperband_final_hv": summary["hyperband_final_hv"],
-        "rows": summary["rows"],
-        "curves": summary["curves"],  # (seconds, hypervolume) per contender and seed, as plotted
         "fronts": fronts,
         "runs": runs,
     }
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
-    if args.plot:
-        plot(summary, args.plot)
+    finish(report, args.out, args.plot)
+
+
+def summarise_again(path: Path, out: Path | None, plot_path: Path | None) -> None:
+    """The summary, table and plot of a written report, from its runs and re-measured fronts
+    (no measuring: for a summary that changed after the race ran)."""
+    report = json.loads(path.read_text())
+    report["summarised_again"] = {"commit": commit(), "date": dt.date.today().isoformat()}
+    finish(report, out, plot_path)
+
+
+def finish(report: dict[str, Any], out: Path | None, plot_path: Path | None) -> None:
+    """Adds the summary to `report`, writes it and the plot, prints the table."""
+    runs, seeds = report["runs"], report["seeds"]
+    remeasured: dict[tuple[str, int], list[float]] = {(n, s): [] for n in runs for s in range(seeds)}
+    for entry in report["fronts"]:
+        remeasured[(entry["contender"], entry["seed"])].append(entry["remeasured"])
+    summary = summarise(runs, remeasured, report["budget_s"])
+    report |= {
+        "hyperband_final_hv": summary["hyperband_final_hv"],
+        "rows": summary["rows"],
+        "curves": summary["curves"],  # (seconds, hypervolume) per contender and seed, as plotted
+    }
+    if out:
+        out.write_text(json.dumps(report, indent=1))
+    if plot_path:
+        plot(summary, plot_path)
     print()
     print(f"{report['command']} at {report['commit']} on {report['date']}, {report['machine']}")
-    print(f"budget {args.budget:.0f} s per contender and seed, {args.seeds} seeds (medians), {report['total_s']} s")
-    commits = sorted({(p["commit"], p["date"]) for p in provenance})
+    if again := report.get("summarised_again"):
+        print(f"summarised again at {again['commit']} on {again['date']}")
+    print(f"budget {report['budget_s']:.0f} s per contender and seed, {seeds} seeds (medians), {report['total_s']} s")
+    commits = sorted({(p["commit"], p["date"]) for p in report["run_provenance"]})
     print("runs made at " + ", ".join(f"{c} ({d})" for c, d in commits))
     print(
         "| contender | trials | stopped early | final hypervolume (re-measured) "
-        "| time to Hyperband's final | time to nas' final (same seed) | overhead |"
+        "| time to Hyperband's final | time to nas' final (same seed) | overhead per trial |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, row in summary["rows"].items():
-        reach = f"{row['time_to_hyperband_final_s']:.0f} s ({row['seeds_reaching_it']}/{args.seeds} seeds)"
+        reach = f"{row['time_to_hyperband_final_s']:.0f} s ({row['seeds_reaching_it']}/{seeds} seeds)"
         to_nas = (
-            f"{row['time_to_nas_final_s']:.0f} s ({row['seeds_reaching_nas_final']}/{args.seeds} seeds)"
+            f"{row['time_to_nas_final_s']:.0f} s ({row['seeds_reaching_nas_final']}/{seeds} seeds)"
             if "time_to_nas_final_s" in row
             else "-"
         )
         print(
             f"| {name} | {row['trials']:.0f} | {row['stopped_early']:.0f} | {row['final_hv']:.4f} | {reach} "
-            f"| {to_nas} | {row['overhead']:.1%} |"
+            f"| {to_nas} | {row['overhead_s']:.2f} s ({row['overhead']:.1%}) |"
         )
 
 

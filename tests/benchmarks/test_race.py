@@ -21,6 +21,11 @@ def _race() -> ModuleType:
     return benchmark_module("race")
 
 
+def _run_race(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(REPO / "benchmarks" / "race.py"), *args]
+    return subprocess.run(command, cwd=cwd, env=nas_env(), capture_output=True, text=True, timeout=timeout)
+
+
 def _trial(end: float, accuracy: float | None, throughput: float | None, inside: float = 1.0) -> dict[str, Any]:
     return {"end_s": end, "accuracy": accuracy, "throughput": throughput, "inside_s": inside, "stopped": False}
 
@@ -34,6 +39,7 @@ def test_front_hypervolume_and_overhead_of_known_trials() -> None:
     assert race.hypervolume([]) == 0.0
     # Gaps of 10 s with 1 s inside: 0.9 idle each; a trial busy longer than its gap counts 0.
     assert race.overhead(trials) == pytest.approx(0.9)
+    assert race.overhead_s(trials) == pytest.approx(9.0)
     assert race.overhead([_trial(0, 1, 1), _trial(5, 1, 1, inside=9.0)]) == 0.0
     assert math.isnan(race.overhead(trials[:1]))
 
@@ -53,27 +59,48 @@ def test_hypervolume_curves_end_at_the_re_measured_final() -> None:
     assert summary["rows"]["KerasTuner Hyperband"]["time_to_hyperband_final_s"] == 20
 
 
+def test_a_written_report_is_summarised_again_without_measuring(tmp_path: Path) -> None:
+    race = _race()
+    hyperband = [_trial(10, 0.9, 10_000), _trial(20, 0.5, 100_000), _trial(30, 0.8, 9_000)]
+    nas = [_trial(5, 0.95, 20_000), _trial(15, 0.99, 30_000)]
+    fronts = [
+        {"contender": "KerasTuner Hyperband", "seed": 0, "accuracy": 0.9, "remeasured": 5_000},
+        {"contender": "KerasTuner Hyperband", "seed": 0, "accuracy": 0.5, "remeasured": 200_000},
+        {"contender": "nas", "seed": 0, "accuracy": 0.99, "remeasured": 40_000},
+    ]
+    written = {
+        "command": "python benchmarks/race.py --budget 60 --seeds 1",
+        "commit": "abc1234",
+        "date": "2026-12-01",
+        "machine": "x86_64, 2 usable cores",
+        "budget_s": 60.0,
+        "seeds": 1,
+        "total_s": 130.0,
+        "run_provenance": [{"contender": "nas", "seed": 0, "commit": "abc1234", "date": "2026-12-01"}],
+        "fronts": fronts,
+        "runs": {"nas": [nas], "KerasTuner Hyperband": [hyperband]},
+    }
+    source, out = tmp_path / "race.json", tmp_path / "again.json"
+    source.write_text(json.dumps(written))
+    result = _run_race("--from-report", str(source), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["commit"] == "abc1234" and report["summarised_again"]["commit"]
+    hyperband_final = race.hypervolume([(0.9, 5_000), (0.5, 200_000)])
+    assert report["hyperband_final_hv"] == pytest.approx(hyperband_final)
+    assert report["rows"]["nas"]["final_hv"] == pytest.approx(race.hypervolume([(0.99, 40_000)]))
+    # nas' second trial (0.99 at 40k re-measured) is the first to pass Hyperband's final.
+    assert report["rows"]["nas"]["time_to_hyperband_final_s"] == 15
+    assert report["rows"]["KerasTuner Hyperband"]["overhead_s"] == pytest.approx(9.0)
+    assert "| nas | 2 | 0 |" in result.stdout
+
+
 @pytest.mark.slow
 def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
     race = _race()
     out, png = tmp_path / "race.json", tmp_path / "race.png"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "race.py"),
-            "--quick",
-            "--out",
-            str(out),
-            "--plot",
-            str(png),
-            "--runs",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        env=nas_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
+    result = _run_race(
+        "--quick", "--out", str(out), "--plot", str(png), "--runs", str(tmp_path / "runs"), cwd=tmp_path, timeout=1800
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -91,6 +118,7 @@ def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
         expected = race.hypervolume([(f["accuracy"], f["remeasured"]) for f in front])
         assert row["final_hv_by_seed"] == [pytest.approx(expected)] and row["final_hv"] == pytest.approx(expected)
         assert row["overhead"] == pytest.approx(race.overhead(trials), nan_ok=True)
+        assert row["overhead_s"] == pytest.approx(race.overhead_s(trials), nan_ok=True)
     assert report["hyperband_final_hv"] == report["rows"]["KerasTuner Hyperband"]["final_hv"]
     assert png.stat().st_size > 10_000
     # Each run is kept with where it came from, for a later call to reuse.
@@ -115,6 +143,5 @@ def test_kept_runs_are_reused_only_for_the_same_budget_and_epochs(tmp_path: Path
 
 
 def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:
-    command = [sys.executable, str(REPO / "benchmarks" / "race.py"), "--contenders", "nas,AutoKeras"]
-    result = subprocess.run(command, cwd=tmp_path, env=nas_env(), capture_output=True, text=True, timeout=120)
+    result = _run_race("--contenders", "nas,AutoKeras", cwd=tmp_path)
     assert result.returncode == 2 and "unknown contenders ['AutoKeras']" in result.stderr, result.stderr
