@@ -443,19 +443,20 @@ def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tupl
             "overhead": statistics.median(overhead(t) for t in seeds),
             "overhead_s": statistics.median(overhead_s(t) for t in seeds),
         }
+
+    def reach(name: str, targets: list[float]) -> tuple[float, int]:
+        """(median time for `name`'s curves to reach each seed's target, budget if never; seeds reaching it)"""
+        times = [
+            next((s for s, hv in curve if hv >= target - 1e-12), None)
+            for curve, target in zip(curves[name], targets, strict=True)
+        ]
+        return statistics.median(t if t is not None else budget for t in times), sum(t is not None for t in times)
+
     target = rows["KerasTuner Hyperband"]["final_hv"]
     for name, row in rows.items():
-        reach = [next((s for s, hv in c if hv >= target - 1e-12), None) for c in curves[name]]
-        row["time_to_hyperband_final_s"] = statistics.median(r if r is not None else budget for r in reach)
-        row["seeds_reaching_it"] = sum(r is not None for r in reach)
-    if "nas" in rows:  # early stopping on vs off: each seed against nas' final of that seed
-        for name, row in rows.items():
-            reach = [
-                next((s for s, hv in c if hv >= final - 1e-12), None)
-                for c, final in zip(curves[name], rows["nas"]["final_hv_by_seed"], strict=True)
-            ]
-            row["time_to_nas_final_s"] = statistics.median(r if r is not None else budget for r in reach)
-            row["seeds_reaching_nas_final"] = sum(r is not None for r in reach)
+        row["time_to_hyperband_final_s"], row["seeds_reaching_it"] = reach(name, [target] * len(curves[name]))
+        if "nas" in rows:  # early stopping on vs off: each seed against nas' final of that seed
+            row["time_to_nas_final_s"], row["seeds_reaching_nas_final"] = reach(name, rows["nas"]["final_hv_by_seed"])
     return {"hyperband_final_hv": target, "rows": rows, "curves": curves}
 
 
