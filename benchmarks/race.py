@@ -97,11 +97,13 @@ def keras_mobilenet(values: dict[str, Any], shape: tuple[int, ...], classes: int
     import keras
     from keras import layers
 
+    from nas.search.nets.build import BN_MOMENTUM
+
     def bn(x: Any) -> Any:
         # The momentum nas' builder uses: Keras' default 0.99 leaves the moving statistics
         # unsettled after a trial's few hundred steps, and inference-mode accuracy stays at
         # chance (0.10) for a model that scores 0.96 with batch statistics (seen on digits).
-        return layers.BatchNormalization(momentum=0.9)(x)
+        return layers.BatchNormalization(momentum=BN_MOMENTUM)(x)
 
     def channels(filters: int) -> int:
         return max(8, int(filters * values["width_multiplier"] + 4) // 8 * 8)
