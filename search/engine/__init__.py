@@ -1,11 +1,13 @@
 """The search engine: options and samplers, the study, one trial in phases, the trial loop
-and its interrupts, recovery of orphaned trials, weight retention, liveness and events."""
+and its interrupts and garbage collection, recovery of orphaned trials, weight retention,
+liveness and events."""
 
 from typing import TYPE_CHECKING
 
 from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from nas.search.engine.collector import freeze_survivors as freeze_survivors
     from nas.search.engine.events import SearchEvents as SearchEvents
     from nas.search.engine.events import TrialReport as TrialReport
     from nas.search.engine.liveness import WorkerIdentity as WorkerIdentity
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "collector": ["freeze_survivors"],
         "liveness": ["WorkerIdentity"],
         "options": ["SearchOptions"],
         "samplers": ["make_sampler"],
@@ -50,6 +53,7 @@ __all__ = [
     "TrialReport",
     "WorkerIdentity",
     "counts",
+    "freeze_survivors",
     "join_study",
     "load_existing_study",
     "make_sampler",

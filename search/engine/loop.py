@@ -6,7 +6,6 @@ and `nas worker` on other machines; they coordinate only through the study's dat
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import NasError, SearchInterrupted
 from nas.search.data import Dataset, delivery_rate, load_dataset
+from nas.search.engine.collector import freeze_survivors
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
@@ -132,9 +132,10 @@ def _work(
     loop = _TrialLoop(study, storage, runner, options, events, identity)
     # Every trial ends with a full garbage collection (freeing its model), and with TensorFlow
     # loaded one took 0.4-0.7 s: most of a screened trial's time. Objects alive now (modules,
-    # the dataset) live as long as the worker, so they are moved out of the collector's sight
-    # once; the collection after each trial then costs milliseconds (benchmarks/load.py).
-    gc.freeze()
+    # the dataset) live as long as the worker, so they are moved out of the collector's sight,
+    # and so is what each trial leaves behind (collector.py); the collection after each trial
+    # then costs milliseconds (benchmarks/load.py, benchmarks/memory.py).
+    freeze_survivors()
     try:
         with Interrupts(events) as interrupts:
             stopped_by = loop.run(interrupts, recycle_after, keep_going)
@@ -213,7 +214,9 @@ class _TrialLoop:
             if trial is None:
                 time.sleep(IDLE_POLL_S)
                 continue
-            if self._run_one(trial, interrupts) and self.consecutive_failures >= self.options.max_consecutive_failures:
+            failed = self._run_one(trial, interrupts)
+            freeze_survivors()
+            if failed and self.consecutive_failures >= self.options.max_consecutive_failures:
                 return StoppedBy.FAILURES
 
     def _retain_weights(self, weights: WeightStore, front: list[optuna.trial.FrozenTrial]) -> None:
