@@ -105,6 +105,10 @@ def test_quick_race_writes_a_complete_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["seeds"] == 1 and report["budget_s"] == 20.0 and report["commit"] and report["date"]
+    # Every kept run names the machine it ran on (runs of one race may come from several).
+    kept = [json.loads(path.read_text()) for path in (tmp_path / "runs").glob("run-*.json")]
+    assert len(kept) == len(race.CONTENDERS)
+    assert all(run["machine"] == report["machine"] and "usable cores" in run["machine"] for run in kept)
     assert set(report["rows"]) == set(race.CONTENDERS)
     for name, row in report["rows"].items():
         (trials,) = report["runs"][name]
