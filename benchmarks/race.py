@@ -500,7 +500,7 @@ def kept_run(path: Path, budget: float, epochs: int | None) -> dict[str, Any] | 
 
 def machine() -> str:
     """Architecture, usable cores and processor: kept runs made on another machine show it (a
-    2-core AVX2-only EPYC ran nas' trials about 2x slower than the machine of seeds 0 and 1)."""
+    2-core AVX2-only EPYC spent 2.3-4x as long per trial as the machine of seeds 0 and 1)."""
     model, vector = "unknown processor", "no AVX-512"
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
