@@ -20,8 +20,6 @@ from nas.search.hardware.timing import Latency, Throughput, measure_latency, mea
 from nas.search.space import MeasureSpec
 from nas.storage import CacheKey, MeasurementCache
 
-BASELINE_ROUNDS = 15  # the baseline scales every figure on the device: measured longer
-
 
 def architecture_signature(model: keras.Model) -> str:
     """Same network, same signature: the functional config holds every layer and connection
@@ -115,9 +113,14 @@ class HardwareProfiler:
             shape = "x".join(map(str, REFERENCE_SHAPE))
             result, _ = self._lookup_or_measure(
                 self._key("reference", REFERENCE_VERSION, shape, batch, "float32", False),
+                # The baseline scales every figure on the device: measured longer than a candidate.
                 lambda: {
                     "images_per_s": measure_throughput(
-                        reference_model(), batch, rounds=BASELINE_ROUNDS, round_seconds=self.spec.round_seconds
+                        reference_model(),
+                        batch,
+                        rounds=self.spec.baseline_rounds,
+                        round_seconds=self.spec.round_seconds,
+                        warmup_seconds=self.spec.warmup_seconds,
                     ).images_per_s
                 },
             )
@@ -126,7 +129,7 @@ class HardwareProfiler:
 
     def throughput(self, model: keras.Model, batch: int, *, xla: bool) -> Throughput:
         """One throughput measurement by the space's protocol (no cache)."""
-        reference = reference_forward(batch) if self.spec.reference else None
+        reference = reference_forward(batch, self.spec.warmup_seconds) if self.spec.reference else None
         return measure_throughput(
             model,
             batch,
@@ -136,6 +139,7 @@ class HardwareProfiler:
             jit_compile=xla,
             reference=reference,
             baseline=self.baseline(batch) if reference else None,
+            warmup_seconds=self.spec.warmup_seconds,
         )
 
     def measure(self, model: keras.Model, *, precision: str, xla: bool, need_latency: bool = False) -> HardwareCost:
@@ -158,7 +162,13 @@ class HardwareProfiler:
         if self.spec.latency or need_latency:
             result, cached["latency"] = self._lookup_or_measure(
                 self._key("latency", signature, shape, 1, precision, xla),
-                lambda: measure_latency(model, max_spread=self.spec.max_spread, jit_compile=xla).to_dict(),
+                lambda: measure_latency(
+                    model,
+                    seconds=self.spec.latency_seconds,
+                    max_spread=self.spec.max_spread,
+                    jit_compile=xla,
+                    warmup_seconds=self.spec.warmup_seconds,
+                ).to_dict(),
             )
             latency = Latency.from_dict(result)
         seconds = time.perf_counter() - started
@@ -181,7 +191,7 @@ class HardwareProfiler:
         try:
             result, _ = self._lookup_or_measure(
                 self._key("peak", f"matmul-{n}-{dtype}", f"{n}x{n}", 1, dtype, False),
-                lambda: {"flops_per_s": measure_matmul_peak(n=n, dtype=dtype)},
+                lambda: {"flops_per_s": measure_matmul_peak(seconds=self.spec.peak_seconds, n=n, dtype=dtype)},
             )
             peak = float(result["flops_per_s"]), f"measured: {n}x{n} {dtype} matmul"
         except Exception:  # any TensorFlow failure here (out of memory) leaves only the data sheet

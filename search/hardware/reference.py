@@ -39,13 +39,14 @@ def reference_model() -> keras.Model:
     return keras.Model(inputs, outputs, name="nas_reference")
 
 
-def reference_forward(batch_size: int) -> Callable[[int], float]:
+def reference_forward(batch_size: int, warmup_seconds: float | None = None) -> Callable[[int], float]:
     """The reference's timed forward pass at `batch_size` (`calls` -> seconds, synced), built
-    and warmed up once per process: a trial pays for it only the first time."""
+    and warmed up (at most `warmup_seconds`) once per process: a trial pays for it only the
+    first time."""
     from nas.search.hardware.timing import timed_forward, warm_up
 
     if batch_size not in _timed:
         run = timed_forward(reference_model(), batch_size, jit_compile=False)
-        warm_up(run)
+        warm_up(run, warmup_seconds)
         _timed[batch_size] = run
     return _timed[batch_size]

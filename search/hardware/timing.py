@@ -124,11 +124,13 @@ def timed_forward(model: keras.Model, batch_size: int, jit_compile: bool) -> Cal
     return run
 
 
-def warm_up(run: Callable[[int], float]) -> tuple[list[float], bool]:
-    """Single calls until their times settle, at most WARMUP_MAX_SECONDS; returns the times
-    and whether they settled (a measurement that never settled is not trustworthy)."""
+def warm_up(run: Callable[[int], float], max_seconds: float | None = None) -> tuple[list[float], bool]:
+    """Single calls until their times settle, at most `max_seconds` (WARMUP_MAX_SECONDS);
+    returns the times and whether they settled (a measurement that never settled is not
+    trustworthy)."""
+    limit = WARMUP_MAX_SECONDS if max_seconds is None else max_seconds
     times: list[float] = []
-    while not _settled(times) and sum(times) < WARMUP_MAX_SECONDS:
+    while not _settled(times) and sum(times) < limit:
         times.append(run(1))
     return times, _settled(times)
 
@@ -143,6 +145,7 @@ def measure_throughput(
     jit_compile: bool = False,
     reference: Callable[[int], float] | None = None,
     baseline: float | None = None,
+    warmup_seconds: float | None = None,
 ) -> Throughput:
     """Images/s of `model` at `batch_size`. `reference` (a warmed-up timed forward of the
     reference network at the same batch size) interleaves its rounds with the candidate's;
@@ -150,7 +153,7 @@ def measure_throughput(
     (default: the reference's median during this measurement)."""
     started = time.perf_counter()
     run = timed_forward(model, batch_size, jit_compile)
-    warmup, settled = warm_up(run)
+    warmup, settled = warm_up(run, warmup_seconds)
     per_call = statistics.median(warmup[-WARMUP_MIN_CALLS:])
     calls = max(1, round(round_seconds / max(per_call, 1e-9)))
     reference_calls = 0
@@ -220,11 +223,12 @@ def measure_latency(
     seconds: float = 1.0,
     max_spread: float = 0.10,
     jit_compile: bool = False,
+    warmup_seconds: float | None = None,
 ) -> Latency:
     """Milliseconds per single image, each call timed on its own and synced (p50 and p95)."""
     started = time.perf_counter()
     run = timed_forward(model, 1, jit_compile)
-    warmup, settled = warm_up(run)
+    warmup, settled = warm_up(run, warmup_seconds)
     per_call = statistics.median(warmup[-WARMUP_MIN_CALLS:])
     calls = max(LATENCY_MIN_CALLS, round(seconds / max(per_call, 1e-9)))
     times = [run(1) * 1000.0 for _ in range(calls)]
@@ -271,6 +275,7 @@ def measure_together(
     reference: Callable[[int], float],
     baseline: float,
     max_spread: float = 0.10,
+    warmup_seconds: float | None = None,
 ) -> list[Throughput]:
     """Throughput of several (model, jit_compile) measured in one process, round-robin: round r
     of every model, each between two reference rounds, before round r + 1 of any. A slowdown
@@ -279,7 +284,7 @@ def measure_together(
     allow. Used to confirm a front after the search."""
     started = time.perf_counter()
     runs = [timed_forward(model, batch_size, jit) for model, jit in models]
-    warmups = [warm_up(run) for run in runs]
+    warmups = [warm_up(run, warmup_seconds) for run in runs]
     calls = [max(1, round(round_seconds / max(statistics.median(w[-WARMUP_MIN_CALLS:]), 1e-9))) for w, _ in warmups]
     reference_per_call = statistics.median(reference(1) for _ in range(WARMUP_MIN_CALLS))
     reference_calls = max(1, round(REFERENCE_SHARE * round_seconds / max(reference_per_call, 1e-9)))

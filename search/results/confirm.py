@@ -76,16 +76,18 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
     rounds = CONFIRM_FACTOR * space.spec.measure.rounds
     say(f"Confirming the throughput of {len(chosen)} trials of the front: {rounds} rounds each, measured together")
     baseline = profiler.baseline(batch)  # before taking the lock: it may take the lock itself
-    reference = reference_forward(batch)
+    measure = space.spec.measure
+    reference = reference_forward(batch, measure.warmup_seconds)
     with profiler.lock.exclusive():
         figures = measure_together(
             models,
             batch,
             rounds=rounds,
-            round_seconds=space.spec.measure.round_seconds,
+            round_seconds=measure.round_seconds,
             reference=reference,
             baseline=baseline,
-            max_spread=space.spec.measure.max_spread,
+            max_spread=measure.max_spread,
+            warmup_seconds=measure.warmup_seconds,
         )
     confirmed = dict(zip((t.number for t in chosen), figures, strict=True))
     previous = study.user_attrs.get(StudyAttr.CONFIRMED) or {}

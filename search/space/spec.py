@@ -116,6 +116,15 @@ class MeasureSpec(Spec):
         True, description="at the end of a search, measure the front again together, interleaved, with more rounds"
     )
     max_spread: float = Field(0.10, gt=0, le=1, description="relative spread above which to re-measure")
+    # What each measurement costs besides its rounds; a test or a smoke run sets them small.
+    warmup_seconds: float = Field(
+        20.0, gt=0, le=600, description="longest warm-up before the rounds (single calls until their times settle)"
+    )
+    latency_seconds: float = Field(1.0, gt=0, le=60, description="how long latency's single calls are timed")
+    baseline_rounds: int = Field(
+        15, ge=3, le=100, description="rounds of the device's reference baseline (measured once per device)"
+    )
+    peak_seconds: float = Field(1.0, gt=0, le=60, description="how long the device's matmul peak is timed (once)")
 
 
 PRECISIONS = ["float32", "mixed_float16", "mixed_bfloat16"]

@@ -64,15 +64,17 @@ def test_trials_of_other_hosts_that_cannot_be_checked_are_named(monkeypatch: pyt
 
 def test_a_warm_up_that_never_settles_is_recorded_and_untrustworthy(monkeypatch: pytest.MonkeyPatch) -> None:
     seconds = itertools.cycle([0.001, 0.002])  # every call twice or half the last: never within 10%
-    monkeypatch.setattr(timing, "WARMUP_MAX_SECONDS", 0.05)
+    times, settled = timing.warm_up(lambda calls: next(seconds) * calls, 0.05)  # measure.warmup_seconds
+    assert settled is False and 0.05 <= sum(times) < 0.06
+    monkeypatch.setattr(timing, "WARMUP_MAX_SECONDS", 0.03)  # the default limit, when none is given
     times, settled = timing.warm_up(lambda calls: next(seconds) * calls)
-    assert settled is False and sum(times) >= 0.05
+    assert settled is False and 0.03 <= sum(times) < 0.04
     times, settled = timing.warm_up(lambda calls: 0.001 * calls)
     assert settled is True and len(times) == timing.WARMUP_MIN_CALLS
 
     # Steady rounds after an unsettled warm-up: only the warm-up makes the figure untrustworthy.
     monkeypatch.setattr(timing, "timed_forward", lambda m, b, j: lambda calls: 0.001 * calls)
-    monkeypatch.setattr(timing, "warm_up", lambda run: ([0.001, 0.002, 0.001], False))
+    monkeypatch.setattr(timing, "warm_up", lambda run, limit=None: ([0.001, 0.002, 0.001], False))
     figure = timing.measure_throughput(None, 8, rounds=3, round_seconds=0.001)  # type: ignore[arg-type]
     assert figure.spread == 0 and figure.warmup_settled is False and figure.trustworthy is False
     assert figure.to_dict()["warmup_settled"] is False
