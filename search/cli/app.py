@@ -293,10 +293,12 @@ def _worker_in_pool(
     from nas.search import runtime
     from nas.search.workers import PipeEvents
 
-    # A Ctrl-C forwarded while this worker is still starting (importing TensorFlow, loading
-    # data) means "start no trial": note it instead of dying with a KeyboardInterrupt.
+    # A Ctrl-C (or the stop-now SIGTERM) forwarded while this worker is still starting
+    # (importing TensorFlow, loading data) means "start no trial": note it instead of dying
+    # with a KeyboardInterrupt or by the signal.
     early_stop: list[bool] = []
     signal.signal(signal.SIGINT, lambda *_: early_stop.append(True))
+    signal.signal(signal.SIGTERM, lambda *_: early_stop.append(True))
     events = PipeEvents(fd)
     parent = os.getppid()
     try:

@@ -180,9 +180,13 @@ class WorkerPool:
         self.stopping = True
         if self.interrupts == 1:
             self.view.message("Stopping: running trials will finish, no new ones start (Ctrl-C again: stop now).")
+            self._signal_all(signal.SIGINT)
         else:
             self.view.message("Stopping now: running trials are failed and queued again.")
-        self._signal_all(signal.SIGINT)
+            # Stop-now travels as its own signal: a second SIGINT can reach a worker inside a
+            # long TensorFlow call while the first is still pending, and the two merge into
+            # one "let the trial finish". SIGTERM means "stop now" to a worker either way.
+            self._signal_all(signal.SIGTERM)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self.stopping = True

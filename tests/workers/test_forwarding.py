@@ -1,0 +1,59 @@
+"""How the pool's parent forwards Ctrl-C to its workers: the first as SIGINT (let the running
+trial finish), the second as its own signal, SIGTERM (stop now). Two SIGINTs could reach a
+worker busy inside one long TensorFlow call together, and Python would see one."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from nas.search.engine import SearchOptions
+from nas.search.workers import PoolView, WorkerPool, plan_workers
+from nas.storage import resolve_storage_url
+
+# A stand-in worker: it says which signals reach it, in order, and ends on the stop-now one.
+_WORKER = """
+import signal, sys, time
+def seen(signum, frame):
+    print(signal.Signals(signum).name, flush=True)
+    if signum == signal.SIGTERM:
+        sys.exit(0)
+signal.signal(signal.SIGINT, seen)
+signal.signal(signal.SIGTERM, seen)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+class _Quiet(PoolView):
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+
+
+def test_the_second_ctrl_c_reaches_workers_as_sigterm(tmp_path: Path) -> None:
+    options = SearchOptions(resolve_storage_url(f"sqlite:///{tmp_path / 'x.db'}"), "s", 1, "random", 0)
+    view = _Quiet()
+    pool = WorkerPool(options, plan_workers(2, None, None, cpus=[0, 1]), view, recycle_after=None)
+    workers = [subprocess.Popen([sys.executable, "-c", _WORKER], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        for slot, process in zip(pool.slots, workers, strict=True):
+            assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            slot.process = process  # type: ignore[assignment]
+        pool._on_sigint(signal.SIGINT, None)
+        for process in workers:  # the first is handled before the second is sent
+            assert process.stdout is not None and process.stdout.readline().strip() == "SIGINT"
+        pool._on_sigint(signal.SIGINT, None)
+        for process in workers:
+            assert process.stdout is not None and process.stdout.readline().strip() == "SIGTERM"
+            assert process.wait(timeout=30) == 0
+    finally:
+        for process in workers:
+            process.kill()
+            process.wait()
+    assert pool.stopping and view.messages[0].startswith("Stopping: running trials will finish")
+    assert view.messages[1].startswith("Stopping now")
