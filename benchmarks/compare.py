@@ -266,10 +266,15 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds per contender and seed")
+    parser.add_argument("--budget", type=float, default=None, help="seconds per contender and seed (default 60)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="1 seed, 15 s per contender")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 15 s per contender (unless --budget)")
+    parser.add_argument(
+        "--contenders",
+        default=None,
+        help="comma-separated subset (KerasTuner BayesianOptimization always runs: it sets the target)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
@@ -279,19 +284,31 @@ def main() -> None:
         run_one(args.run_one, args.seed, args.budget, args.epochs, args.out)
         return
     if args.quick:
-        args.budget, args.seeds = 15.0, 1
+        args.seeds = 1
+    if args.budget is None:
+        args.budget = 15.0 if args.quick else 60.0
+    chosen = list(CONTENDERS)
+    if args.contenders:
+        wanted = {name.strip() for name in args.contenders.split(",")} | {"KerasTuner BayesianOptimization"}
+        if unknown := wanted - set(CONTENDERS):
+            print(f"error: unknown contenders {sorted(unknown)}; choose from {list(CONTENDERS)}", file=sys.stderr)
+            sys.exit(2)
+        chosen = [name for name in CONTENDERS if name in wanted]
 
     started = time.perf_counter()
-    runs: dict[str, list[list[Point]]] = {name: [] for name in CONTENDERS}
+    runs: dict[str, list[list[Point]]] = {name: [] for name in chosen}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
-            for name in CONTENDERS:
+            for name in chosen:
                 points = run_isolated(name, seed, args.budget, args.epochs, Path(tmp))
                 runs[name].append(points)
                 print(f"seed {seed} {name}: {len(points)} trials", flush=True)
     summary = summarise(runs, args.budget)
     report = {
-        "command": "python benchmarks/compare.py" + (" --quick" if args.quick else ""),
+        "command": "python benchmarks/compare.py"
+        + (" --quick" if args.quick else "")
+        + (f" --budget {args.budget:g}" if not args.quick or args.budget != 15.0 else "")
+        + (f" --contenders '{args.contenders}'" if args.contenders else ""),
         "budget_s": args.budget,
         "seeds": args.seeds,
         "epochs": args.epochs,

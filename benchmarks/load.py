@@ -73,6 +73,26 @@ def _workers_of(parent: int) -> list[int]:
     return pids
 
 
+def _running_trials(study: optuna.Study, parent: subprocess.Popen[str], rng: random.Random) -> dict[int, int]:
+    """Worker pid -> the trial it is running. For up to 3 s, only trials that are measuring
+    (their build phase is recorded): a state that lasts long enough for a kill to land in it,
+    where a trial screened on its plan is over in milliseconds. Then any running trial."""
+    deadline = time.monotonic() + 3.0
+    while True:
+        trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        live = set(_workers_of(parent.pid))
+        running = {pid: t.number for t in trials if (pid := t.user_attrs.get("worker", {}).get("pid")) in live}
+        measuring = {
+            pid: t.number
+            for t in trials
+            if (pid := t.user_attrs.get("worker", {}).get("pid")) in live
+            and "build" in t.user_attrs.get("durations", {})
+        }
+        if measuring or time.monotonic() > deadline or parent.poll() is not None:
+            return measuring or running
+        time.sleep(rng.uniform(0.05, 0.15))
+
+
 def _state(study: optuna.Study, number: int) -> str:
     return next(t.state.name for t in study.get_trials(deepcopy=False) if t.number == number)
 
@@ -117,11 +137,8 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
                     continue
             # Only workers in the middle of a trial: killing one mid-trial is what recovery
             # must handle (and a worker killed again and again while starting is retired).
-            running = {
-                t.user_attrs.get("worker", {}).get("pid"): t.number
-                for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-            }
-            pids = [pid for pid in _workers_of(parent.pid) if pid in running]
+            running = _running_trials(study, parent, rng)
+            pids = list(running)
             if pids and parent.poll() is None:
                 victim = rng.choice(pids)
                 try:

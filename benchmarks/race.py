@@ -522,10 +522,12 @@ def commit() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=900.0, help="seconds per contender and seed")
+    parser.add_argument("--budget", type=float, default=None, help="seconds per contender and seed (default 900)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the preset's)")
-    parser.add_argument("--quick", action="store_true", help="1 seed, 20 s per contender, 2 epochs")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 seed, 20 s per contender, 2 epochs (unless --budget, --epochs)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--runs", type=Path, default=None, help="keep each run here and reuse the kept ones")
@@ -552,7 +554,10 @@ def main() -> None:
         summarise_again(args.from_report, args.out, args.plot)
         return
     if args.quick:
-        args.budget, args.seeds, args.epochs = 20.0, 1, 2
+        args.seeds = 1
+        args.epochs = args.epochs or 2
+    if args.budget is None:
+        args.budget = 20.0 if args.quick else 900.0
 
     started = time.perf_counter()
     chosen = CONTENDERS
@@ -607,7 +612,9 @@ def main() -> None:
         entry["remeasured"] = figure
     report = {
         "command": "python benchmarks/race.py"
-        + (" --quick" if args.quick else f" --budget {args.budget:g} --seeds {args.seeds}")
+        + (" --quick" if args.quick else f" --seeds {args.seeds}")
+        + (f" --budget {args.budget:g}" if not args.quick or args.budget != 20.0 else "")
+        + (f" --epochs {args.epochs}" if args.epochs and not (args.quick and args.epochs == 2) else "")
         + (f" --runs {args.runs}" if args.runs else "")
         + (f" --contenders '{args.contenders}'" if args.contenders else ""),
         "commit": commit(),

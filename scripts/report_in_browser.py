@@ -4,8 +4,10 @@
 
 Needs Debian's `chromium` (apt-get install chromium). Chromium runs the embedded plotly.js
 offline (the page has no network address to reach), then the rendered DOM is checked: every
-plot must have drawn its SVG, and the Pareto plot must hold one marker per finished trial.
-Exit status 0 when all of that holds, 1 otherwise (with what was missing).
+plot must have drawn its SVG, and the Pareto plot must have drawn one marker for each point
+the page hands it (every finished trial, plus the confirmed figure of each confirmed front
+trial beside its own). Exit status 0 when all of that holds, 1 otherwise (with what was
+missing).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def main() -> int:
         print(f"{args.report} is not a nas report", file=sys.stderr)
         return 2
     summary = json.loads(found.group(1))
+    points = pareto_points(source)
     drawn = dom.count('class="main-svg"')
     # plotly draws each marker as a <path class="point">; the Pareto plot is the first plot.
     first_plot = dom.split('id="plot1"')[0] if 'id="plot1"' in dom else dom
@@ -45,18 +48,29 @@ def main() -> int:
     problems = []
     if drawn < plots:
         problems.append(f"{drawn} plotly SVG layers for {plots} plots")
-    if markers < summary["finished"]:
-        problems.append(f"Pareto plot shows {markers} markers for {summary['finished']} finished trials")
+    if points < summary["finished"]:
+        problems.append(f"the page hands the Pareto plot {points} points for {summary['finished']} finished trials")
+    if markers != points:
+        problems.append(f"Pareto plot shows {markers} markers for the {points} points of its data")
     if "<tbody><tr>" not in dom:
         problems.append("the trial table is empty")
     if args.screenshot:
         subprocess.run([*flags, "--window-size=1280,2400", f"--screenshot={args.screenshot.resolve()}", url],
                        capture_output=True, timeout=120)  # fmt: skip
     print(f"{args.report}: {plots} plots, {drawn} SVG layers, {markers} markers in the Pareto plot "
-          f"for {summary['finished']} finished trials")  # fmt: skip
+          f"for its {points} points ({summary['finished']} finished trials)")  # fmt: skip
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def pareto_points(source: str) -> int:
+    """How many points the page's data gives the Pareto plot (its first): one marker each."""
+    start = re.search(r'Plotly\.newPlot\(\s*"plot0",\s*', source)
+    if start is None:
+        return 0
+    traces, _ = json.JSONDecoder().raw_decode(source, start.end())
+    return sum(len(trace.get("x") or []) for trace in traces)
 
 
 if __name__ == "__main__":

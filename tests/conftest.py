@@ -66,8 +66,13 @@ def finished_study(_tiny_study_dir: tuple[Path, subprocess.CompletedProcess[str]
     return tmp_path
 
 
+# Fixtures that run a real search (the session's, or a module's own): whoever uses one is slow.
+SEARCHING_FIXTURES = {"finished_study", "finished_run", "study_dir", "asha_study"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses the session's finished study waits for a real 3-trial search."""
+    """A test that uses a finished study waits for a real search: it is `slow`, so that
+    `-m "not slow"` never trains."""
     for item in items:
-        if {"finished_study", "finished_run"} & set(getattr(item, "fixturenames", ())):
+        if SEARCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)

@@ -10,10 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +26,20 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 # search/hardware/lock.py's folder of device locks; conftest gives each test its own.
 LOCK_DIR_ENV = "NAS_LOCK_DIR"
+
+
+# A test space's measuring, as cheap as the protocol allows (the tiny preset's settings):
+# the defaults (20 s warm-up cap, 15 baseline rounds, 1 s each of latency and matmul peak)
+# are for figures worth keeping.
+QUICK_MEASURE = {
+    "batch_sizes": [32],
+    "rounds": 3,
+    "round_seconds": 0.05,
+    "warmup_seconds": 2.0,
+    "latency_seconds": 0.2,
+    "baseline_rounds": 5,
+    "peak_seconds": 0.2,
+}
 
 
 def nas_env(**extra: str) -> dict[str, str]:
@@ -102,6 +118,35 @@ def start_nas(*args: str, cwd: Path, cpus: Collection[int] | None = None) -> sub
         text=True,
         preexec_fn=_pinned(cpus),
     )
+
+
+class StderrLines:
+    """A running process's stderr, collected as it comes, so a test can wait for a line (a
+    state it can observe) instead of sleeping."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert process.stderr is not None
+        self._thread = threading.Thread(target=self._read, args=(process.stderr,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return
+            if not self._thread.is_alive() and not any(text in line for line in self.lines):
+                raise AssertionError(f"the process ended before '{text}' appeared in:\n{''.join(self.lines)}")
+            time.sleep(0.1)
+        raise AssertionError(f"'{text}' never appeared in:\n{''.join(self.lines)}")
+
+    def text(self) -> str:
+        self._thread.join(timeout=30)
+        return "".join(self.lines)
 
 
 # The servers the `server` tests use, as the README and .ci/run state: PostgreSQL and MariaDB

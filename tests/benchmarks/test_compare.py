@@ -1,4 +1,5 @@
-"""benchmarks/compare.py: the hypervolume it reports, and a real --quick run's JSON."""
+"""benchmarks/compare.py: the hypervolume it reports, and a real short run's JSON (one nas
+contender against the KerasTuner target: the script runs and writes a valid report)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,10 @@ def test_overhead_of_known_trials() -> None:
 def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     out, png = tmp_path / "compare.json", tmp_path / "hv.png"
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "compare.py"), "--quick", "--out", str(out), "--plot", str(png)],
+        [
+            *(sys.executable, str(REPO / "benchmarks" / "compare.py"), "--quick", "--budget", "5"),
+            *("--contenders", "nas (tpe)", "--out", str(out), "--plot", str(png)),
+        ],
         cwd=tmp_path,
         env=nas_env(),
         capture_output=True,
@@ -76,13 +80,9 @@ def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["seeds"] == 1 and report["budget_s"] == 15.0
-    assert set(report["rows"]) == {
-        "nas (tpe)",
-        "nas (random)",
-        "KerasTuner BayesianOptimization",
-        "KerasTuner RandomSearch",
-    }
+    # One nas contender and the target; the full runs (all four, 3 seeds) are the benchmark.
+    assert report["seeds"] == 1 and report["budget_s"] == 5.0
+    assert set(report["rows"]) == {"nas (tpe)", "KerasTuner BayesianOptimization"}
     for name, row in report["rows"].items():
         assert row["trials"] >= 1, name
         points = row["points"][0]
@@ -93,3 +93,9 @@ def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
         assert row["overhead_besides_build"] == pytest.approx(_idle_share(points, count_build=False), nan_ok=True)
     assert png.stat().st_size > 10_000
     assert "| nas (tpe) |" in result.stdout
+
+
+def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:
+    command = [sys.executable, str(REPO / "benchmarks" / "compare.py"), "--contenders", "nas (tpe),AutoKeras"]
+    result = subprocess.run(command, cwd=tmp_path, env=nas_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unknown contenders ['AutoKeras']" in result.stderr, result.stderr

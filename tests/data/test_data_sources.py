@@ -19,7 +19,7 @@ from nas.errors import NasError
 from nas.search.data import Dataset, load_dataset, pipeline
 from nas.search.space import DatasetSpec
 
-from ..helpers import REPO, run_nas
+from ..helpers import REPO, run_cli
 
 
 def _digits(classes: int = 3, per_class: int = 12) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +229,7 @@ def test_search_on_an_image_folder(workdir: Path) -> None:
     elsewhere = workdir / "run"
     elsewhere.mkdir()
     storage = f"sqlite:///{workdir / 'nas.db'}"
-    result = run_nas("search", str(space), "--trials", "2", "--storage", storage, cwd=elsewhere)
+    result = run_cli("search", str(space), "--trials", "2", "--storage", storage, cwd=elsewhere)
     assert result.returncode == 0, result.stderr
     import optuna
 
@@ -265,7 +265,7 @@ def test_bad_dataset_in_a_space_file(workdir: Path, dataset: dict[str, Any], mes
         text = yaml.safe_load(space.read_text())
         del text["dataset"]["path"]
         space.write_text(yaml.safe_dump(text))
-    result = run_nas("search", str(space), "--trials", "1", cwd=workdir)
+    result = run_cli("search", str(space), "--trials", "1", cwd=workdir)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.stderr

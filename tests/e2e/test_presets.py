@@ -10,7 +10,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from ..helpers import REPO, run_nas
+from ..helpers import QUICK_MEASURE, REPO, run_cli
 
 PRESETS = ["tiny", "mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 
@@ -21,10 +21,10 @@ def test_preset_runs_a_3_trial_search(workdir: Path, preset: str) -> None:
     data = yaml.safe_load((REPO / "spaces" / f"{preset}.yaml").read_text())
     data["training"]["epochs"] = 1
     data["dataset"]["subset"] = 300
-    data["measure"] = {"batch_sizes": [32], "latency": False, "rounds": 3, "round_seconds": 0.05}
+    data["measure"] = {**QUICK_MEASURE, "latency": False}
     space = workdir / f"{preset}.yaml"
     space.write_text(yaml.safe_dump(data, sort_keys=False))
-    result = run_nas("search", str(space), "--trials", "3", cwd=workdir)
+    result = run_cli("search", str(space), "--trials", "3", cwd=workdir)
     assert result.returncode == 0, result.stderr
     study = optuna.load_study(study_name=preset, storage=f"sqlite:///{workdir / 'nas.db'}")
     finished = [t for t in study.trials if t.state == TrialState.COMPLETE]

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import time
 import uuid
@@ -20,7 +21,7 @@ from optuna.trial import TrialState
 from nas.search.engine.early_stopping import decide, rank, rung_epochs
 from nas.search.space import EarlyStoppingSpec
 
-from ..helpers import REPO, drop_study, run_nas, server_url, start_nas
+from ..helpers import REPO, StderrLines, drop_study, run_cli, run_nas, server_url, start_nas
 
 
 def test_rungs_sit_at_min_epochs_times_powers_of_eta_below_the_last_epoch() -> None:
@@ -100,16 +101,35 @@ def _space(folder: Path, *, epochs: int, trials: int) -> Path:
     return path
 
 
-@pytest.mark.slow
-def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(tmp_path: Path) -> None:
-    result = run_nas("search", str(_space(tmp_path, epochs=4, trials=8)), cwd=tmp_path)
+@pytest.fixture(scope="module")
+def _asha_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One search that stops trials early, run once for the module: 6 trials of 3 epochs."""
+    folder = tmp_path_factory.mktemp("asha-study")
+    result = run_cli("search", str(_space(folder, epochs=3, trials=6)), cwd=folder)
     assert result.returncode == 0, result.stderr
+    return folder, result.stderr
+
+
+@pytest.fixture
+def asha_study(_asha_study: tuple[Path, str], tmp_path: Path) -> Path:
+    """A private copy of the module's early-stopping study (nas.db and its space file)."""
+    for path in _asha_study[0].glob("*"):
+        if path.is_file():
+            shutil.copy2(path, tmp_path / path.name)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(
+    _asha_study: tuple[Path, str], asha_study: Path
+) -> None:
+    tmp_path, stderr = asha_study, _asha_study[1]
     study = optuna.load_study(study_name="asha", storage=f"sqlite:///{tmp_path / 'nas.db'}")
     trials = study.get_trials()
     stopped = [t for t in trials if t.user_attrs.get("early_stopped")]
     assert stopped, "no trial stopped early"  # with eta 2, the second trial at rung 0 is ranked
     assert {t.state.name for t in stopped} == {"PRUNED"} and all(t.values is None for t in stopped)
-    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 8  # stopped ones count
+    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 6  # stopped ones count
     directions = {"accuracy": "maximize", "throughput": "maximize"}
     for t in trials:  # one worker: a trial's competitors at a rung are the earlier trials that reached it
         for rung, entry in (t.user_attrs.get("rungs") or {}).items():
@@ -131,9 +151,9 @@ def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(tmp_pat
         assert t.user_attrs["rungs"][str(info["rung"])]["keep"] is False
         assert len(t.user_attrs["history"]["val_accuracy"]) == info["epoch"]  # trained no further
         assert "throughput" in t.user_attrs["known_objectives"]
-    assert "stopped early at rung" in result.stderr
+    assert "stopped early at rung" in stderr
 
-    status = run_nas("status", "--format", "json", cwd=tmp_path)
+    status = run_cli("status", "--format", "json", cwd=tmp_path)
     (row,) = [r for r in json.loads(status.stdout)["studies"] if r["study"] == "asha"]
     assert row["stopped_early"] == len(stopped)
 
@@ -180,16 +200,14 @@ def test_two_workers_share_rungs_on_postgresql(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_resuming_a_study_with_stopped_trials_keeps_them_and_finishes_the_budget(tmp_path: Path) -> None:
-    space = _space(tmp_path, epochs=3, trials=6)
-    first = run_nas("search", str(space), cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
+def test_resuming_a_study_with_stopped_trials_keeps_them_and_finishes_the_budget(asha_study: Path) -> None:
+    tmp_path, space = asha_study, asha_study / "asha.yaml"
     storage = f"sqlite:///{tmp_path / 'nas.db'}"
     before = {
         t.number: (t.state.name, t.user_attrs.get("early_stopped"))
         for t in optuna.load_study(study_name="asha", storage=storage).trials
     }
-    again = run_nas("search", str(space), "--trials", "9", cwd=tmp_path)
+    again = run_cli("search", str(space), "--trials", "9", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     after = optuna.load_study(study_name="asha", storage=storage).trials
     assert {t.number: (t.state.name, t.user_attrs.get("early_stopped")) for t in after[: len(before)]} == before
@@ -202,18 +220,21 @@ def test_ctrl_c_while_a_trial_is_between_rungs_leaves_nothing_running(tmp_path: 
     space = _space(tmp_path, epochs=6, trials=20)
     storage = f"sqlite:///{tmp_path / 'nas.db'}"
     process = start_nas("search", str(space), cwd=tmp_path)
+    lines = StderrLines(process)
     deadline, victim = time.monotonic() + 300, None
     while victim is None and time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()
+        assert process.poll() is None, lines.text()
         with contextlib.suppress(KeyError, optuna.exceptions.StorageInternalError):
             running = optuna.load_study(study_name="asha", storage=storage).get_trials(states=(TrialState.RUNNING,))
             victim = next((t for t in running if t.user_attrs.get("rungs")), None)
         time.sleep(0.2)
     assert victim is not None, "no trial reached a rung"
     os.kill(process.pid, signal.SIGINT)
-    time.sleep(0.5)  # two presses at once reach Python as one signal
+    # Two presses at once reach Python as one signal: the second goes once the first is handled.
+    lines.wait_for("Stopping: the running trial will finish")
     os.kill(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    process.wait(timeout=120)
+    stderr = lines.text()
     assert process.returncode == 130, stderr
     trials = optuna.load_study(study_name="asha", storage=storage).get_trials()
     assert not [t for t in trials if t.state == TrialState.RUNNING]

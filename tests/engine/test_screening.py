@@ -10,7 +10,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from ..helpers import REPO, run_nas
+from ..helpers import REPO, run_cli
 
 
 def _space(folder: Path, name: str, constraints: dict[str, float]) -> Path:
@@ -29,7 +29,7 @@ def _trials(folder: Path, name: str) -> list[optuna.trial.FrozenTrial]:
 @pytest.mark.slow
 def test_measured_constraint_screens_before_training(workdir: Path) -> None:
     space = _space(workdir, "fast-only", {"min_throughput": 1e12})
-    result = run_nas("search", str(space), "--trials", "2", cwd=workdir)
+    result = run_cli("search", str(space), "--trials", "2", cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "screened out before training (min_throughput exceeded" in result.stderr
     trials = _trials(workdir, "fast-only")
@@ -45,9 +45,9 @@ def test_measured_constraint_screens_before_training(workdir: Path) -> None:
         assert t.user_attrs["known_objectives"] == {"throughput": measured} and measured > 0
     study = optuna.load_study(study_name="fast-only", storage=f"sqlite:///{workdir / 'nas.db'}")
     assert study.best_trials == []  # nothing feasible, so no Pareto front
-    pareto = run_nas("pareto", "fast-only", "--format", "json", cwd=workdir)
+    pareto = run_cli("pareto", "fast-only", "--format", "json", cwd=workdir)
     assert pareto.stdout.strip() == "[]"
-    status = run_nas("status", "--format", "json", cwd=workdir)
+    status = run_cli("status", "--format", "json", cwd=workdir)
     (row,) = json.loads(status.stdout)["studies"]
     assert (row["finished"], row["screened"], row["budget"]) == (2, 2, 2)
 
@@ -89,27 +89,27 @@ def test_screened_trials_are_read_as_unmeasured_by_every_tool(workdir: Path) -> 
 @pytest.mark.slow
 def test_static_constraint_screens_before_measuring(workdir: Path) -> None:
     space = _space(workdir, "small-only", {"max_params": 100, "max_latency_ms": 1000.0})
-    result = run_nas("search", str(space), "--trials", "2", cwd=workdir)
+    result = run_cli("search", str(space), "--trials", "2", cwd=workdir)
     assert result.returncode == 0, result.stderr
     for t in _trials(workdir, "small-only"):
         assert t.user_attrs["screened"] == "static"
-        # Checked on the plan: no model was built, let alone measured or trained.
+        # Checked on the plan: no model was built, let alone measured or trained (what that
+        # saves in seconds is benchmarks/measurement.py's to say).
         assert set(t.user_attrs["durations"]) == {"plan", "total"}
-        assert t.user_attrs["durations"]["total"] < 1.0
         assert t.constraints["max_params"] > 0
 
 
 @pytest.mark.slow
 def test_feasible_trials_record_satisfied_constraints(workdir: Path) -> None:
     space = _space(workdir, "loose", {"max_params": 10_000_000, "max_latency_ms": 10_000.0, "min_throughput": 1.0})
-    result = run_nas("search", str(space), "--trials", "1", cwd=workdir)
+    result = run_cli("search", str(space), "--trials", "1", cwd=workdir)
     assert result.returncode == 0, result.stderr
     (trial,) = _trials(workdir, "loose")
     assert "screened" not in trial.user_attrs
     assert set(trial.constraints) == {"max_params", "max_latency_ms", "min_throughput"}
     assert all(v <= 0 for v in trial.constraints.values())
     assert "train" in trial.user_attrs["durations"]
-    status = run_nas("status", cwd=workdir)
+    status = run_cli("status", cwd=workdir)
     # throughput at batch 32, latency at batch 1, the CPU matmul peak and the reference
     # baseline (read again when the front is confirmed at the end)
     assert "Measurement cache: 4 measurements, 1 hits" in status.stdout

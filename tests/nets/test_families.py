@@ -24,7 +24,7 @@ from nas.search.nets import (
 )
 from nas.search.space import load_space, space_from_dict
 
-from ..helpers import REPO, run_nas
+from ..helpers import REPO, run_cli
 
 FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
 
@@ -35,7 +35,7 @@ FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lit
     [("mobilenet_v2_1.0_224", "MobileNetV2"), ("efficientnet_b0", "EfficientNetB0")],
 )
 def test_reference_presets_reproduce_keras_applications(tmp_path: Path, preset: str, reference: str) -> None:
-    shown = run_nas("space", "show", f"spaces/reference/{preset}.yaml", "--format", "json", cwd=REPO)
+    shown = run_cli("space", "show", f"spaces/reference/{preset}.yaml", "--format", "json", cwd=REPO)
     assert shown.returncode == 0, shown.stderr
     network = json.loads(shown.stdout)["network"]
     assert network["input_shape"] == [224, 224, 3] and network["classes"] == 1000

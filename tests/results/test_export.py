@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from nas.storage.weights import WeightStore
 
-from ..helpers import REPO, run_cli, run_nas
+from ..helpers import QUICK_MEASURE, REPO, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +27,9 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data["name"] = "exp"
     data["dataset"].pop("subset")
     data["training"]["epochs"] = 4
-    data["measure"] = {"batch_sizes": [32], "latency": False, "rounds": 3, "round_seconds": 0.05}
+    data["measure"] = {**QUICK_MEASURE, "latency": False}
     (folder / "exp.yaml").write_text(yaml.safe_dump(data))
-    result = run_nas("search", "exp.yaml", "--trials", "5", cwd=folder)
+    result = run_cli("search", "exp.yaml", "--trials", "5", cwd=folder)
     assert result.returncode == 0, result.stderr
     return folder
 
@@ -73,7 +73,7 @@ def test_float_formats_match_the_keras_model_in_their_runtime(
     study_dir: Path, fmt: str, runtime: str, suffix: str
 ) -> None:
     out = study_dir / f"out-{fmt}"
-    result = run_nas("export", "exp", "--format", fmt, "--out", str(out), cwd=study_dir)
+    result = run_cli("export", "exp", "--format", fmt, "--out", str(out), cwd=study_dir)
     assert result.returncode == 0, result.stderr + result.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     study = _study(study_dir)
@@ -105,7 +105,7 @@ def test_float_formats_match_the_keras_model_in_their_runtime(
 @pytest.mark.slow
 def test_int8_tflite_stays_within_two_points(study_dir: Path) -> None:
     out = study_dir / "out-int8"
-    result = run_nas("export", "exp", "--format", "tflite", "--quantize", "int8", "--out", str(out), cwd=study_dir)
+    result = run_cli("export", "exp", "--format", "tflite", "--quantize", "int8", "--out", str(out), cwd=study_dir)
     manifest = json.loads((out / "manifest.json").read_text())
     for record in manifest["trials"]:
         assert record["input"]["dtype"] == "int8" and record["input"]["scale"] > 0
@@ -122,7 +122,7 @@ def test_retrain_full_exports_a_freshly_trained_model(study_dir: Path) -> None:
     chosen = dominated or [study.best_trials[0].number]
     out = study_dir / "out-retrain"
     args = ["export", "exp", "--format", "keras", "--trial", str(chosen[0]), "--retrain-full", "--out", str(out)]
-    result = run_nas(*args, cwd=study_dir)
+    result = run_cli(*args, cwd=study_dir)
     assert result.returncode == 0, result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["retrain_full"] is True and "note" in manifest["parity_data"]
@@ -193,10 +193,10 @@ def test_export_of_a_trial_whose_weights_were_deleted(study_dir: Path, tmp_path:
 
 @pytest.mark.slow
 def test_search_without_weights_keeps_nothing(tmp_path: Path) -> None:
-    result = run_nas("search", "tiny", "--trials", "1", "--no-weights", cwd=tmp_path)
+    result = run_cli("search", "tiny", "--trials", "1", "--no-weights", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "nas-artifacts").exists()
-    result = run_nas("export", "tiny", "--format", "keras", "--out", "out", cwd=tmp_path)
+    result = run_cli("export", "tiny", "--format", "keras", "--out", "out", cwd=tmp_path)
     assert result.returncode == 2 and "has no stored weights" in result.stderr
 
 

@@ -17,7 +17,7 @@ from nas.storage.engine import widen_weight_sizes
 from nas.storage.models import Measurement, Weights
 from nas.storage.weights import WeightStore
 
-from ..helpers import drop_study, run_nas, server_url
+from ..helpers import drop_study, run_cli, server_url
 
 KINDS = ["postgresql", "mysql"]
 
@@ -115,17 +115,17 @@ def test_search_export_and_report_on_a_server(kind: str, workdir: Path) -> None:
     name = f"nas-test-{uuid.uuid4().hex[:8]}"
     engine = sa.create_engine(url)
     try:
-        result = run_nas("search", "tiny", "--study", name, "--storage", url, "--trials", "2", cwd=workdir)
+        result = run_cli("search", "tiny", "--study", name, "--storage", url, "--trials", "2", cwd=workdir)
         assert result.returncode == 0, result.stderr[-3000:]
         rows = WeightStore(engine, workdir / "nas-artifacts").all(name)
         assert rows and all(r.bytes == r.path.stat().st_size for r in rows if r.available)
         out = workdir / "exported"
-        exported = run_nas("export", name, "--storage", url, "--format", "keras", "--out", str(out), cwd=workdir)
+        exported = run_cli("export", name, "--storage", url, "--format", "keras", "--out", str(out), cwd=workdir)
         assert exported.returncode == 0, exported.stderr[-3000:]
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["verdict"] == "passed" and manifest["trials"]
         assert {r["trial"] for r in manifest["trials"]} <= {r.trial for r in rows if r.available}
-        report = run_nas("report", name, "--storage", url, "--out", str(workdir / "report.html"), cwd=workdir)
+        report = run_cli("report", name, "--storage", url, "--out", str(workdir / "report.html"), cwd=workdir)
         assert report.returncode == 0, report.stderr[-3000:]
         html = (workdir / "report.html").read_text()
         for record in manifest["trials"]:

@@ -1,9 +1,10 @@
-"""Load test on the real PostgreSQL: 8 pool workers, hundreds of screened trials, workers
-killed with SIGKILL throughout (benchmarks/load.py does the run and the checks).
+"""Load test on the real PostgreSQL: pool workers, a hundred screened trials, workers killed
+with SIGKILL throughout (benchmarks/load.py does the run and the checks).
 
-The suite runs NAS_LOAD_TRIALS trials (default 250, about two minutes here); the
-2,000-trial run recorded in benchmarks/RESULTS.md is `NAS_LOAD_TRIALS=2000` or
-`python benchmarks/load.py`."""
+The suite runs a smaller version of the benchmark: 4 workers, NAS_LOAD_TRIALS trials
+(default 100), a kill every 2-4 s aimed at a worker while it measures (a state the run
+observes in the database, so the kills land mid-trial). The 8-worker, 2,000-trial run
+recorded in benchmarks/RESULTS.md is `python benchmarks/load.py`."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ def _load_benchmark() -> ModuleType:
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_eight_workers_killed_at_random_lose_nothing_on_postgresql() -> None:
-    trials = int(os.environ.get("NAS_LOAD_TRIALS", "250"))
+def test_workers_killed_at_random_lose_nothing_on_postgresql() -> None:
+    trials = int(os.environ.get("NAS_LOAD_TRIALS", "100"))
     result = _load_benchmark().run_load(
-        server_url("postgresql"), workers=8, trials=trials, kill_every=(8.0, 15.0), seed=1
+        server_url("postgresql"), workers=4, trials=trials, kill_every=(2.0, 4.0), seed=1
     )
     print(result)  # the figures, for `pytest -s`
     assert result["returncode"] == 0, result["stderr_tail"]
