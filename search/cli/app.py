@@ -13,7 +13,7 @@ import typer
 
 from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search.cli.console import err, message, out
-from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt, check_study
+from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt, WideOpt, check_study
 from nas.search.records import PipeEvent, SamplerName, StoppedBy
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def search(
         int, typer.Option(min=0, help="Also keep the weights of the K most accurate trials, dominated or not.")
     ] = 0,
     artifacts: ArtifactsOpt = None,
+    wide: WideOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Search SPACE; running it again resumes the study and runs only what is missing."""
@@ -152,7 +153,7 @@ def search(
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
         if _confirms(spec, stopped_by):
             _confirm_here(options.storage, options.study_name, cache=options.cache)
-    _report_end(options, stopped_by, finished, budget, show_front=True)
+    _report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)
 
 
 def _confirms(space: SearchSpace, stopped_by: StoppedBy) -> bool:
@@ -199,7 +200,9 @@ def _warn_unused_gpus() -> None:
         err.print(warning, markup=False, highlight=False, soft_wrap=True)
 
 
-def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool) -> None:
+def _report_end(
+    options: SearchOptions, stopped_by: StoppedBy, finished: int, budget: int, *, show_front: bool, wide: bool = False
+) -> None:
     """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
     for a runaway of failures, so scripts can tell."""
     from nas.search.engine import load_existing_study
@@ -211,7 +214,7 @@ def _report_end(options: SearchOptions, stopped_by: StoppedBy, finished: int, bu
         records = pareto_records(loaded)
         if records:
             title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
-            show_pareto(records, objective_names(loaded), title)
+            show_pareto(records, objective_names(loaded), title, wide=wide)
         if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
             err.print(line, highlight=False)
     if stopped_by == StoppedBy.FAILURES:
@@ -332,11 +335,10 @@ def _worker_in_pool(
 def status(
     storage: StorageOpt = None,
     format: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    wide: WideOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """List the studies in the storage with their progress."""
-    from rich.table import Table
-
     from nas.search import runtime
     from nas.search.results import cache_summary, study_summaries
     from nas.storage import open_storage, resolve_storage_url
@@ -361,37 +363,10 @@ def status(
     if not rows:
         out.print(f"No studies in {url.masked}.")
         return
+    from nas.search.cli.tables import STATUS_LEGEND, status_columns
+
     out.print(f"Studies in {url.masked}", highlight=False)
-    table = Table()
-    columns = (
-        "study",
-        "finished",
-        "budget",
-        "running",
-        "failed",
-        "screened",
-        "stopped early",
-        "queued",
-        "pareto",
-        "best accuracy",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column == "study" else "right")
-    for r in rows:
-        best = r["best_accuracy"]
-        table.add_row(
-            r["study"],
-            str(r["finished"]),
-            str(r["budget"] or "-"),
-            str(r["running"]),
-            str(r["failed"]),
-            str(r["screened"]),
-            str(r["stopped_early"]),
-            str(r["queued"]),
-            str(r["pareto"]),
-            "-" if best is None else f"{best:.4f}",
-        )
-    out.print(table)
+    show_table(status_columns(rows, wide=wide), STATUS_LEGEND)
 
 
 @app.command()
@@ -410,6 +385,7 @@ def pareto(
     cache: Annotated[
         bool, typer.Option(help="With --confirm: read the device's reference baseline from the cache.")
     ] = True,
+    wide: WideOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Print the Pareto front of STUDY: objectives, throughput intervals, confirmed figures, params, FLOPs."""
@@ -434,20 +410,30 @@ def pareto(
     elif not records:
         out.print(f"Study '{study}' has no finished trials yet.")
     else:
-        show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})")
+        show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})", wide=wide)
         if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
             out.print(line, highlight=False)
 
 
-def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str) -> None:
-    from nas.search.cli.display import PARETO_LEGEND, parameter_lines, pareto_table
+def show_pareto(records: list[dict[str, Any]], objectives: list[str], title: str, *, wide: bool = False) -> None:
+    from nas.search.cli.tables import PARETO_LEGEND, PARETO_LEGEND_WIDE, parameter_lines, pareto_columns
 
     out.print(title, highlight=False)
-    out.print(pareto_table(records, objectives))
-    out.print(PARETO_LEGEND, highlight=False)
+    show_table(pareto_columns(records, objectives, wide=wide), PARETO_LEGEND_WIDE if wide else PARETO_LEGEND)
     out.print("Parameters:", highlight=False)
     for line in parameter_lines(records):
-        out.print("  " + line, highlight=False)
+        out.print("  " + line, highlight=False, soft_wrap=True)
+
+
+def show_table(columns: list[Any], legend: str) -> None:
+    """A table that fits the terminal whole (tables.fitted), the legend, and what was left out."""
+    from nas.search.cli.tables import fitted, not_shown_line, print_table
+
+    layout = fitted(columns, out.width)
+    print_table(out, layout)
+    out.print(legend, highlight=False, soft_wrap=True)
+    if line := not_shown_line(layout.dropped):
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 def _add_subcommands() -> None:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from nas.search.engine import SearchEvents, TrialReport
@@ -107,63 +105,6 @@ def trial_line(report: TrialReport, objectives: list[str], seconds: float | None
     return f"[red]trial {report.number} failed: {escape(str(report.fail_reason))}[/]"
 
 
-def pareto_table(records: list[dict[str, Any]], objectives: list[str]) -> Table:
-    table = Table()
-    table.add_column("trial", justify="right")
-    for name in objectives:
-        table.add_column(name, justify="right")
-    table.add_column("95% interval", justify="right")
-    table.add_column("confirmed", justify="right")
-    table.add_column("params", justify="right")
-    table.add_column("FLOPs", justify="right")
-    table.add_column("latency p50/p95", justify="right")
-    table.add_column("FLOP/s", justify="right")
-    table.add_column("of peak", justify="right")
-    table.add_column("note")
-    for r in records:
-        cells = [str(r["trial"])]
-        cells += [format_objective(name, r.get(name)) for name in objectives]
-        cells += [
-            _interval(r.get("throughput_low"), r.get("throughput_high")),
-            "-"
-            if r.get("confirmed_throughput") is None
-            else f"{r['confirmed_throughput']:,.0f} ({_interval(r.get('confirmed_low'), r.get('confirmed_high'))})",
-            f"{r['params']:,}" if r.get("params") is not None else "-",
-            _si(r.get("flops")),
-            f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-",
-            _si(r.get("flops_per_s")),
-            f"{r['peak_fraction']:.1%}" if r.get("peak_fraction") is not None else "-",
-            _note(r),
-        ]
-        table.add_row(*cells)
-    return table
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "-" if low is None or high is None else f"{low:,.0f}-{high:,.0f}"
-
-
-def _note(record: dict[str, Any]) -> str:
-    notes = [] if record.get("on_front", True) else ["within noise"]
-    if record.get("overlaps"):
-        notes.append("≈ " + ", ".join(map(str, record["overlaps"])))
-    return "; ".join(notes)
-
-
-PARETO_LEGEND = (
-    "95% interval: of the throughput measured during the search. ≈ N: the throughput intervals overlap, "
-    "the measurement cannot order these trials. within noise: beaten by another trial's median only, not "
-    "beyond the interval. confirmed: measured again together after the search (nas pareto STUDY --confirm)."
-)
-
-
-def parameter_lines(records: list[dict[str, Any]]) -> list[str]:
-    """The sampled parameters of each record, one line per trial (too wide for table cells)."""
-    return [
-        f"trial {r['trial']}: " + ", ".join(f"{k}={_short(v)}" for k, v in r["parameters"].items()) for r in records
-    ]
-
-
 def format_objective(name: str, value: float | None) -> str:
     if value is None:
         return "-"
@@ -174,7 +115,3 @@ def format_objective(name: str, value: float | None) -> str:
     if name == "tflite_latency":
         return f"{value:.3f} ms"
     return f"{value:.4f}"
-
-
-def _short(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -15,6 +15,9 @@ ArtifactsOpt = Annotated[
     typer.Option(help="Folder for trained weights (default: $NAS_ARTIFACTS, or nas-artifacts beside a SQLite file)."),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show TensorFlow's logs and full tracebacks.")]
+WideOpt = Annotated[
+    bool, typer.Option("--wide", help="Every column of the table, in full (default: what fits the terminal).")
+]
 RecycleOpt = Annotated[
     int,
     typer.Option(min=0, help="A worker exits after N trials and a fresh process takes over (bounds memory; 0: never)."),

@@ -230,7 +230,10 @@ def test_pareto_formats_agree_with_optuna(finished_study: Path) -> None:
     assert header.startswith("trial,accuracy,throughput,params,flops") and len(rows) == len(records)
 
     table = run_cli("pareto", "tiny", cwd=finished_study)
-    assert "Pareto front of 'tiny'" in table.stdout and "img/s" in table.stdout and "95% interval" in table.stdout
+    assert "Pareto front of 'tiny'" in table.stdout and "img/s" in table.stdout and " ±" in table.stdout
+    assert "FLOPs" not in table.stdout and "…" not in table.stdout  # compact: tests/cli/test_tables.py
+    wide = run_cli("pareto", "tiny", "--wide", cwd=finished_study)
+    assert "95% interval" in wide.stdout and "FLOPs" in wide.stdout and "latency p50/p95" in wide.stdout
 
     # Confirming again replaces the figures: measured later, the same trials.
     again = run_cli("pareto", "tiny", "--confirm", "--format", "json", cwd=finished_study)
