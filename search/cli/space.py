@@ -153,8 +153,13 @@ def show(
     out.print(
         f"Measure: batch {', '.join(map(str, m['batch_sizes']))}, {m['rounds']} rounds of {m['round_seconds']} s"
         + (", interleaved with the reference" if m["reference"] else "")
-        + (", front confirmed after the search" if m["confirm"] and m["reference"] else ""),
+        + (", front confirmed after the search" if m["confirm"] and m["reference"] else "")
+        + (
+            f"; warm-up at most {m['warmup_seconds']:g} s, latency timed {m['latency_seconds']:g} s, "
+            f"once per device: baseline {m['baseline_rounds']} rounds, matmul peak {m['peak_seconds']:g} s"
+        ),
         highlight=False,
+        soft_wrap=True,
     )
     if "network" in report:
         n = report["network"]

@@ -350,6 +350,10 @@ def test_show_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "stage2.se_ratio" in out and "stage2.se = true" in out and "choice [relu, hard_swish]" in out
     assert "Size: 62,208 combinations x 2 continuous (dropout, learning_rate)" in out
+    # The measuring costs no setting of the preset lowers: the defaults.
+    assert "warm-up at most 20 s, latency timed 1 s, once per device: baseline 15 rounds, matmul peak 1 s" in out
+    code, out, _ = _nas(capsys, "space", "show", "tiny")
+    assert "warm-up at most 2 s, latency timed 0.2 s, once per device: baseline 5 rounds, matmul peak 0.2 s" in out
 
 
 def test_sample_is_reproducible_and_consistent(capsys: pytest.CaptureFixture[str]) -> None:
