@@ -141,8 +141,10 @@ def pareto_columns(records: list[dict[str, Any]], objectives: list[str], *, wide
     if wide:
         rows = [_wide_cells(r, objectives) for r in records]
         headers = ["trial", *objectives, *WIDE_HEADERS]
-        cells = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
-        return [Column(h, c, justify="left" if h == "note" else "right") for h, c in zip(headers, cells, strict=True)]
+        by_column: list[list[str]] = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+        return [
+            Column(h, c, justify="left" if h == "note" else "right") for h, c in zip(headers, by_column, strict=True)
+        ]
     columns = [Column("trial", [str(r["trial"]) for r in records])]
     for name in objectives:
         if name == "throughput":
