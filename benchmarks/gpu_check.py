@@ -110,7 +110,7 @@ def peaks(device: dict[str, Any], cpu: bool) -> list[dict[str, Any]]:
         if cpu and dtype == "float16":
             continue
         n = 1024 if cpu else 8192
-        measured = measure_matmul_peak(seconds=1.0, n=n, dtype=dtype)
+        measured = measure_matmul_peak(seconds=0.2 if cpu else 1.0, n=n, dtype=dtype)
         sheet = data_sheet_peak(device, precision)
         rows.append(
             {
@@ -154,7 +154,9 @@ def network_rows(device: dict[str, Any], batch: int, cpu: bool, names: list[str]
                     model = build_model(candidate, seed=0)
                     round_s = 0.05 if cpu else 0.2
                     # The product's protocol: interleaved with the reference network, with an interval.
-                    reference = reference_forward(batch)
+                    # --cpu checks the script: warm-ups capped short (XLA on a CPU rarely settles).
+                    warmup = 2.0 if cpu else None
+                    reference = reference_forward(batch, warmup)
                     runs = [
                         measure_throughput(
                             model,
@@ -163,10 +165,13 @@ def network_rows(device: dict[str, Any], batch: int, cpu: bool, names: list[str]
                             round_seconds=round_s,
                             jit_compile=xla,
                             reference=reference,
+                            warmup_seconds=warmup,
                         )
                         for _ in range(3)
                     ]
-                    latency = measure_latency(model, jit_compile=xla)
+                    latency = measure_latency(
+                        model, seconds=0.2 if cpu else 1.0, jit_compile=xla, warmup_seconds=warmup
+                    )
                     step_batch = batch if name == "digits-small" else max(2, batch // 2)
                     step_ms = train_step_ms(
                         model, precision, xla, step_batch, candidate.num_classes, steps=3 if cpu else 20

@@ -116,6 +116,7 @@ class WorkerPool:
         self.events: queue.Queue[tuple[Slot, dict[str, Any]]] = queue.Queue()
         self.interrupts = 0
         self.stopping = False
+        self.study: optuna.Study | None = None
         self.started = time.monotonic()
 
     # --- processes -------------------------------------------------------------------
@@ -228,7 +229,10 @@ class WorkerPool:
         if stopped_by == StoppedBy.FAILURES:
             self._stop_others("a worker stopped after too many failed trials in a row")
         if stopped_by == StoppedBy.RECYCLE and not self.stopping:
-            self._start(slot)
+            if not self._budget_taken():
+                self._start(slot)
+                return
+            slot.process = None  # the live workers finish what is left: a fresh one would only start and exit
             return
         if stopped_by is None:
             how = f"signal {-code}" if code < 0 else f"exit status {code}"
@@ -241,6 +245,13 @@ class WorkerPool:
                 self._start(slot)
                 return
         slot.process = None
+
+    def _budget_taken(self) -> bool:
+        """Whether finished and running trials already make up the budget. A worker whose
+        running trial fails goes on to the next one itself; one that dies is replaced."""
+        assert self.study is not None
+        finished, running = counts(self.study)
+        return finished + running >= self.options.trials
 
     def _stop_others(self, why: str) -> None:
         if not self.stopping:
@@ -256,6 +267,7 @@ class WorkerPool:
             restrict_to_device(space, {"kind": "cpu"}, _ViewEvents(self.view))
         check_source(space.spec.dataset)
         _, study = prepare_study(space, self.options, _ViewEvents(self.view))
+        self.study = study
         finished, _ = counts(study)
         self.view.start(study.study_name, self.options.trials, finished, self.slots)
         if finished >= self.options.trials:

@@ -161,7 +161,7 @@ def test_a_search_stops_trials_at_rungs_as_the_rungs_in_the_database_say(
 def _shared_rungs(folder: Path, storage: str, study: str) -> None:
     """Two pool workers on one database: a trial's competitors at a rung include trials the
     other worker ran, and every stored decision matches the rung's points that were there."""
-    space = _space(folder, epochs=3, trials=8)
+    space = _space(folder, epochs=2, trials=8)  # one rung, shared by both workers
     result = run_nas("search", str(space), "--study", study, "--storage", storage, "--workers", "2", cwd=folder)
     assert result.returncode == 0, result.stderr[-3000:]
     trials = optuna.load_study(study_name=study, storage=storage).get_trials()

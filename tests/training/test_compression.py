@@ -23,7 +23,6 @@ from nas.search.deploy import (
     deploy,
     write_tflite,
 )
-from nas.search.hardware import HardwareProfiler
 from nas.search.nets import (
     build_model,
     build_plan,
@@ -32,7 +31,6 @@ from nas.search.nets import (
     transfer,
 )
 from nas.search.space import (
-    MeasureSpec,
     PruningSpec,
     load_space,
     space_from_dict,
@@ -44,7 +42,7 @@ from nas.search.training import (
     train_and_evaluate,
 )
 
-from ..helpers import REPO, run_nas
+from ..helpers import REPO, run_cli
 
 SPACE = """
 name: compress
@@ -60,7 +58,8 @@ model:
     - {filters: 32, stride: 2, depth: 2, kernel: 3, expansion: 6}
     - {filters: 64, stride: 2, depth: 2, kernel: 3, expansion: 6}
 training: {epochs: 5, batch_size: 32, learning_rate: 0.005}
-measure: {batch_sizes: [32], latency: false, rounds: 3, round_seconds: 0.05}
+measure: {batch_sizes: [32], latency: false, rounds: 3, round_seconds: 0.05,
+          warmup_seconds: 2, baseline_rounds: 5, peak_seconds: 0.2}
 search: {trials: 2}
 """
 EXCLUDE = ["stem", "depthwise", "se", "classifier"]
@@ -121,7 +120,10 @@ def test_two_four_pattern_holds_in_every_pruned_kernel(digits: Dataset) -> None:
 
 
 @pytest.mark.slow
-def test_channel_pruning_makes_a_smaller_faster_network(digits: Dataset, dense: tuple[keras.Model, float]) -> None:
+def test_channel_pruning_makes_a_smaller_network_of_the_strongest_channels(
+    digits: Dataset, dense: tuple[keras.Model, float]
+) -> None:
+    """How much faster the smaller network runs is measured in benchmarks/compression.py."""
     candidate = _candidate()
     full_net = plan_network(candidate)  # type: ignore[arg-type]
     small_net = pruned_plan(full_net, 0.5)
@@ -135,10 +137,6 @@ def test_channel_pruning_makes_a_smaller_faster_network(digits: Dataset, dense: 
     full_kernel = model.get_layer(f"{block.name}_expand_conv").get_weights()[0]
     kept = np.sort(np.argsort(np.abs(full_kernel).sum(axis=(0, 1, 2)))[-small_net.blocks[1].hidden :])
     np.testing.assert_array_equal(small.get_layer(f"{block.name}_expand_conv").get_weights()[0], full_kernel[..., kept])
-    profiler = HardwareProfiler(MeasureSpec(batch_sizes=[64], latency=False, rounds=7, round_seconds=0.2), None)
-    fast = profiler.measure(small, precision="float32", xla=False).primary.images_per_s
-    slow = profiler.measure(model, precision="float32", xla=False).primary.images_per_s
-    assert fast > slow, (fast, slow)
 
 
 @pytest.mark.slow
@@ -176,7 +174,7 @@ def test_a_refused_conversion_names_the_converters_reason(tmp_path: Path, dense:
 
 
 @pytest.mark.slow
-def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path) -> None:
+def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     data = yaml.safe_load(SPACE)
     data["training"]["epochs"] = 3
     data["compression"] = {
@@ -185,9 +183,10 @@ def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path) -> None:
     }
     data["objectives"] = {"accuracy": "maximize", "model_size": "minimize", "tflite_latency": "minimize"}
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(data))
-    result = run_nas("search", "space.yaml", "--trials", "2", cwd=tmp_path)
+    result = run_cli("search", "space.yaml", "--trials", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "fully_quantize" not in result.stderr  # converter noise stays hidden
+    # The TFLite converter's noise (written to file descriptor 2 by C++) stays hidden.
+    assert "fully_quantize" not in result.stderr + capfd.readouterr().err
     study = optuna.load_study(study_name="compress", storage=f"sqlite:///{tmp_path / 'nas.db'}")
     assert study.metric_names == ["accuracy", "model_size", "tflite_latency"]
     for t in study.trials:

@@ -1,6 +1,7 @@
-"""How the pool's parent forwards Ctrl-C to its workers: the first as SIGINT (let the running
-trial finish), the second as its own signal, SIGTERM (stop now). Two SIGINTs could reach a
-worker busy inside one long TensorFlow call together, and Python would see one."""
+"""The pool parent's own decisions, with real processes: Ctrl-C goes to the workers first as
+SIGINT (let the running trial finish), the second time as its own signal, SIGTERM (stop now),
+since two SIGINTs could reach a worker busy inside one long TensorFlow call together and
+Python would see one; a recycled worker is replaced only while budget is left."""
 
 from __future__ import annotations
 
@@ -57,3 +58,33 @@ def test_the_second_ctrl_c_reaches_workers_as_sigterm(tmp_path: Path) -> None:
             process.wait()
     assert pool.stopping and view.messages[0].startswith("Stopping: running trials will finish")
     assert view.messages[1].startswith("Stopping now")
+
+
+def test_a_recycled_worker_is_replaced_only_while_budget_is_left(tmp_path: Path) -> None:
+    """A worker that exits to free its memory is replaced only when finished and running
+    trials fall short of the budget: otherwise the fresh process would load TensorFlow only
+    to find nothing to do."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    study = optuna.create_study(study_name="s", storage=url, directions=["maximize"])
+    options = SearchOptions(resolve_storage_url(url), "s", 3, "random", 0)
+    pool = WorkerPool(options, plan_workers(1, None, None, cpus=[0]), _Quiet(), recycle_after=1)
+    pool.study = study
+    started: list[int] = []
+    pool._start = lambda slot: started.append(slot.placement.index)  # type: ignore[method-assign]
+    (slot,) = pool.slots
+
+    def recycle() -> None:
+        slot.process = subprocess.Popen([sys.executable, "-c", "pass"])  # type: ignore[assignment]
+        slot.process.wait()
+        slot.outcome = {"stopped_by": "recycle"}
+        pool._finished_process(slot)
+
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    recycle()  # 1 finished of 3: a fresh worker takes over
+    assert started == [0]
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    study.ask()  # 2 finished and 1 running: the budget is taken
+    recycle()
+    assert started == [0] and slot.process is None
