@@ -67,10 +67,17 @@ CONTENDERS = ("nas", "nas (asha)", "KerasTuner Hyperband", "KerasTuner BayesianO
 # --- the space, as the preset and as a KerasTuner / Optuna user writes it ---------------------
 
 
-def preset(epochs: int | None, asha: bool) -> dict[str, Any]:
+# --quick checks the script: the device's baseline and peak, warm-ups and latency measured
+# briefly, and no confirmation after the budget (the race re-measures every front itself).
+QUICK_MEASURE = {"warmup_seconds": 2, "latency_seconds": 0.2, "baseline_rounds": 5, "peak_seconds": 0.2}
+
+
+def preset(epochs: int | None, asha: bool, quick: bool = False) -> dict[str, Any]:
     space = yaml.safe_load((HERE.parent / "spaces" / "mobilenet.yaml").read_text())
     space["name"] = "race"
     space["search"]["trials"] = 100_000  # the budget is time
+    if quick:
+        space["measure"] |= QUICK_MEASURE | {"confirm": False}
     if epochs:
         space["training"]["epochs"] = epochs
     if asha:
@@ -161,11 +168,11 @@ def timing_loop(model: Any, images: Any) -> float:
 # --- one contender in its own process --------------------------------------------------------
 
 
-def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Path) -> list[dict[str, Any]]:
+def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Path, quick: bool) -> list[dict[str, Any]]:
     import optuna
 
     space = folder / "race.yaml"
-    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)")))
+    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)", quick=quick)))
     storage = f"sqlite:///{folder / 'nas.db'}"
     started = time.time()
     command = [sys.executable, "-m", "nas", "search", str(space), "--timeout", str(budget), "--seed", str(seed)]
@@ -297,14 +304,14 @@ def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, fold
     return trials
 
 
-def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path) -> None:
+def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path, quick: bool) -> None:
     from nas.search import runtime
 
     runtime.set_debug(False)
     folder = out.parent / f"{CONTENDERS.index(name)}-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     if name.startswith("nas"):
-        trials = run_nas(name, seed, budget, epochs, folder)
+        trials = run_nas(name, seed, budget, epochs, folder, quick)
     else:
         runtime.import_tensorflow()
         trials = run_keras_tool(name, seed, budget, epochs, folder)
@@ -330,7 +337,7 @@ def own_front(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [t for t in done if not dominated(t)]
 
 
-def remeasure(fronts_file: Path, out: Path) -> None:
+def remeasure(fronts_file: Path, out: Path, quick: bool) -> None:
     """Worker mode: every front member rebuilt and measured together, in this one process."""
     from nas.search import runtime
 
@@ -355,15 +362,16 @@ def remeasure(fronts_file: Path, out: Path) -> None:
             models.append((build_model(candidate, seed=0), False))
         else:
             models.append((keras_mobilenet(entry["params"], shape, data.num_classes), False))
-    spec = MeasureSpec(batch_sizes=[TIMING_BATCH])
+    spec = MeasureSpec(batch_sizes=[TIMING_BATCH], **(QUICK_MEASURE if quick else {}))
     profiler = HardwareProfiler(spec, cache=None)
     figures = measure_together(
         models,
         TIMING_BATCH,
         rounds=3 * spec.rounds,
         round_seconds=spec.round_seconds,
-        reference=reference_forward(TIMING_BATCH),
+        reference=reference_forward(TIMING_BATCH, spec.warmup_seconds),
         baseline=profiler.baseline(TIMING_BATCH),
+        warmup_seconds=spec.warmup_seconds,
     )
     out.write_text(json.dumps([f.images_per_s for f in figures]))
 
@@ -545,10 +553,10 @@ def main() -> None:
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run_one is not None:
-        run_one(args.run_one, args.seed, args.budget, args.epochs, args.result)
+        run_one(args.run_one, args.seed, args.budget, args.epochs, args.result, args.quick)
         return
     if args.remeasure is not None:
-        remeasure(args.remeasure, args.result)
+        remeasure(args.remeasure, args.result, args.quick)
         return
     if args.from_report is not None:
         summarise_again(args.from_report, args.out, args.plot)
@@ -586,6 +594,7 @@ def main() -> None:
                     command = [sys.executable, __file__, "--run-one", name, "--seed", str(seed)]
                     command += ["--budget", str(args.budget), "--result", str(result)]
                     command += ["--epochs", str(args.epochs)] if args.epochs else []
+                    command += ["--quick"] if args.quick else []
                     subprocess.run(command, check=True, cwd=work)
                     kept = {"contender": name, "seed": seed, "budget_s": args.budget, "epochs": args.epochs}
                     kept |= {"commit": commit(), "date": dt.date.today().isoformat(), "machine": machine()}
@@ -606,6 +615,7 @@ def main() -> None:
         (work / "fronts.json").write_text(json.dumps(fronts))
         figures_file = work / "remeasured.json"
         command = [sys.executable, __file__, "--remeasure", str(work / "fronts.json"), "--result", str(figures_file)]
+        command += ["--quick"] if args.quick else []
         subprocess.run(command, check=True, cwd=work)
         figures = json.loads(figures_file.read_text())
     for entry, figure in zip(fronts, figures, strict=True):
