@@ -3,6 +3,7 @@
 from .cache import CacheKey, CacheStats, MeasurementCache
 from .engine import open_storage
 from .paths import contained, own_folder, safe_name, trial_number
+from .profile import open_device_profile
 from .retry import with_lock_retries
 from .studylock import study_lock
 from .urls import StorageURL, default_storage_url, resolve_storage_url
@@ -14,6 +15,7 @@ __all__ = [
     "StorageURL",
     "contained",
     "default_storage_url",
+    "open_device_profile",
     "open_storage",
     "own_folder",
     "resolve_storage_url",

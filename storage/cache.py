@@ -47,12 +47,17 @@ class MeasurementCache:
 
     def get(self, key: CacheKey) -> dict[str, Any] | None:
         """The stored result for `key`, counting the hit; None when never measured."""
+        entry = self.entry(key)
+        return None if entry is None else entry[0]
+
+    def entry(self, key: CacheKey) -> tuple[dict[str, Any], float] | None:
+        """The stored result for `key` and what measuring it cost (s), counting the hit."""
         with Session(self.engine) as session, session.begin():
             row = session.scalars(sa.select(Measurement).where(key.where())).first()
             if row is None:
                 return None
             session.execute(sa.update(Measurement).where(Measurement.id == row.id).values(hits=Measurement.hits + 1))
-            return dict(row.result)
+            return dict(row.result), float(row.seconds)
 
     def put(self, key: CacheKey, device: dict[str, Any], result: dict[str, Any], seconds: float) -> dict[str, Any]:
         """Store `result` for `key`; returns what is stored: `result`, or the row another worker

@@ -54,7 +54,7 @@ def _prepare_sqlite(url: StorageURL, create: bool) -> None:
         raise NasError(f"storage '{url}': cannot open {path} as a SQLite database ({exc})") from None
 
 
-def _begin_immediate(engine: sqlalchemy.Engine) -> None:
+def begin_immediate(engine: sqlalchemy.Engine) -> None:
     """Start every SQLite transaction with BEGIN IMMEDIATE (SQLAlchemy's documented recipe).
 
     A default (deferred) transaction that reads and then writes must upgrade its lock; when
@@ -115,7 +115,7 @@ def open_storage(
             skip_table_creation=not create,
         )
         if url.is_sqlite:
-            _begin_immediate(storage.engine)
+            begin_immediate(storage.engine)
         if create:
             Base.metadata.create_all(storage.engine)  # our tables, in the same first step
             widen_weight_sizes(storage.engine)

@@ -23,6 +23,17 @@ def session_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_device_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One device profile for the session: the first test that measures the device's baseline
+    and matmul peak stores them, every later fresh database starts from them (their own
+    tests, tests/hardware/test_device_profile.py, set one of their own)."""
+    path = tmp_path_factory.mktemp("device") / "profile.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAS_DEVICE_PROFILE", str(path))
+        yield path
+
+
 @pytest.fixture(autouse=True)
 def lock_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test its own device-lock folder, which its `nas` subprocesses inherit. A test

@@ -92,11 +92,13 @@ def search(
     from nas.search.space import load_space
     from nas.search.workers import parse_gpus, plan_workers
     from nas.search.workers.placement import uncapped_shared_gpus
-    from nas.storage import resolve_storage_url
+    from nas.storage import open_device_profile, resolve_storage_url
 
     runtime.set_debug(debug)
     spec = load_space(space)
     url = resolve_storage_url(storage)
+    if cache:
+        open_device_profile()  # a bad NAS_DEVICE_PROFILE is told before any study is touched
     gpu_list = parse_gpus(gpus)
     if workers_per_gpu is not None and gpu_list is None:
         raise NasError("--workers-per-gpu needs --gpus")
@@ -252,10 +254,11 @@ def worker(
     """
     from nas.search import runtime
     from nas.search.runtime import ENV_INDEX
-    from nas.storage import resolve_storage_url
+    from nas.storage import open_device_profile, resolve_storage_url
 
     runtime.set_debug(debug)
     url = resolve_storage_url(storage)
+    open_device_profile()  # a bad NAS_DEVICE_PROFILE is told before the study is touched
     if index is None:
         # The sampler's seed must differ from every other worker's; a pool numbers its workers.
         index = int(os.environ.get(ENV_INDEX) or os.getpid())

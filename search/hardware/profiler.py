@@ -18,7 +18,7 @@ from nas.search.hardware.peaks import data_sheet_peak
 from nas.search.hardware.reference import REFERENCE_SHAPE, REFERENCE_VERSION, reference_forward, reference_model
 from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
-from nas.storage import CacheKey, MeasurementCache
+from nas.storage import CacheKey, MeasurementCache, open_device_profile
 
 
 def architecture_signature(model: keras.Model) -> str:
@@ -68,12 +68,19 @@ class HardwareCost:
         }
 
 
+# Figures of the device rather than of a network: the same in every database on this machine.
+DEVICE_WIDE = ("reference", "peak")
+
+
 class HardwareProfiler:
     """Measures candidates on this process's device; one per worker."""
 
     def __init__(self, spec: MeasureSpec, cache: MeasurementCache | None) -> None:
         self.spec = spec
         self.cache = cache
+        # Device-wide figures also go to the machine's device profile (NAS_DEVICE_PROFILE), so
+        # a new database starts from them; never without a cache (cache=None: measure all).
+        self.profile = open_device_profile() if cache else None
         self.device = describe_device()
         self.lock = DeviceLock(lock_name(self.device))
         self._peaks: dict[str, tuple[float, str] | None] = {}
@@ -97,13 +104,20 @@ class HardwareProfiler:
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return stored, True
+        device_wide = self.profile is not None and key.kind in DEVICE_WIDE
+        profiled = self.profile.entry(key) if self.profile and device_wide else None
+        if self.cache and profiled is not None:
+            return self.cache.put(key, self.device, *profiled), True
         waiting = time.perf_counter()
         with self.lock.exclusive():
             t0 = time.perf_counter()
             self.lock_wait_s += t0 - waiting
             result = measure()
+        seconds = time.perf_counter() - t0
         if self.cache:
-            result = self.cache.put(key, self.device, result, time.perf_counter() - t0)
+            result = self.cache.put(key, self.device, result, seconds)
+        if self.profile and device_wide:
+            self.profile.put(key, self.device, result, seconds)
         return result, False
 
     def baseline(self, batch: int) -> float:
