@@ -42,12 +42,15 @@ def main() -> int:
     summary = json.loads(found.group(1))
     points = pareto_points(source)
     drawn = dom.count('class="main-svg"')
+    # Each plot its own SVG: a total alone would hide one plot that failed beside others that
+    # draw several layers each.
+    blank = [i for i, part in enumerate(plot_parts(dom, plots)) if 'class="main-svg"' not in part]
     # plotly draws each marker as a <path class="point">; the Pareto plot is the first plot.
     first_plot = dom.split('id="plot1"')[0] if 'id="plot1"' in dom else dom
     markers = first_plot.count('class="point"')
     problems = []
-    if drawn < plots:
-        problems.append(f"{drawn} plotly SVG layers for {plots} plots")
+    if blank:
+        problems.append(f"plots {blank} drew no SVG (of {plots} plots, numbered from 0)")
     if points < summary["finished"]:
         problems.append(f"the page hands the Pareto plot {points} points for {summary['finished']} finished trials")
     if markers != points:
@@ -62,6 +65,16 @@ def main() -> int:
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def plot_parts(dom: str, plots: int) -> list[str]:
+    """The rendered DOM of each plot: from its div (id plot<i>) to the next one's."""
+    starts = [dom.find(f'id="plot{i}"') for i in range(plots)]
+    parts = []
+    for i, start in enumerate(starts):
+        later = [s for s in starts[i + 1 :] if s > start]
+        parts.append("" if start < 0 else dom[start : min(later, default=len(dom))])
+    return parts
 
 
 def pareto_points(source: str) -> int:
