@@ -322,6 +322,7 @@ def test_best_so_far_is_shown_up_to_date(tmp_path: Path, capsys: pytest.CaptureF
     assert best == [max(shown[: i + 1]) for i in range(5)]
 
 
+@pytest.mark.slow  # trains
 def test_the_keras_tuner_workflow_on_real_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import numpy as np
     from sklearn.datasets import load_digits
@@ -379,6 +380,7 @@ def assert_told(oracle: OptunaOracle, study: optuna.Study) -> None:
         assert told.params == trial.hyperparameters.values and told.values == [trial.score]
 
 
+@pytest.mark.slow  # trains
 def test_the_example_script_runs_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

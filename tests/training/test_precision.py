@@ -72,6 +72,7 @@ def _train(
     return model, result, used[0]
 
 
+@pytest.mark.slow  # trains
 def test_mixed_bfloat16_training_with_xla(space: SearchSpace, digits: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     model, result, steps = _train(space, digits, monkeypatch, "mixed_bfloat16", xla=True)
     assert all(np.isfinite(result.history["loss"])) and result.history["loss"][-1] < result.history["loss"][0]
@@ -86,6 +87,7 @@ def test_mixed_bfloat16_training_with_xla(space: SearchSpace, digits: Dataset, m
     assert "bf16" in hlo
 
 
+@pytest.mark.slow  # trains
 def test_mixed_float16_scales_the_loss(space: SearchSpace, digits: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     model, result, steps = _train(space, digits, monkeypatch, "mixed_float16", xla=False)
     assert isinstance(steps.optimizer, keras.optimizers.LossScaleOptimizer)
@@ -98,6 +100,7 @@ def test_mixed_float16_scales_the_loss(space: SearchSpace, digits: Dataset, monk
     assert all(np.isfinite(result.history["loss"])) and result.accuracy > 0.6, result.history
 
 
+@pytest.mark.slow  # trains
 def test_export_rebuilds_a_mixed_precision_model_in_float32(
     space: SearchSpace, digits: Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
