@@ -234,6 +234,8 @@ def _check(
 
 
 def main() -> None:
+    # Every search here starts cold, as a new user's does: a device profile would skip measuring the device.
+    os.environ.pop("NAS_DEVICE_PROFILE", None)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--storage", default=DEFAULT_STORAGE)
     parser.add_argument("--workers", type=int, default=8)

@@ -85,6 +85,8 @@ def run_config(label: str, extra: list[str], space: Path, candidates: list[dict[
 
 
 def main() -> None:
+    # Every search here starts cold, as a new user's does: a device profile would skip measuring the device.
+    os.environ.pop("NAS_DEVICE_PROFILE", None)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=3)

@@ -42,9 +42,7 @@ def main() -> int:
     summary = json.loads(found.group(1))
     points = pareto_points(source)
     drawn = dom.count('class="main-svg"')
-    # Each plot its own SVG: a total alone would hide one plot that failed beside others that
-    # draw several layers each.
-    blank = [i for i, part in enumerate(plot_parts(dom, plots)) if 'class="main-svg"' not in part]
+    blank = blank_plots(dom, plots)
     # plotly draws each marker as a <path class="point">; the Pareto plot is the first plot.
     first_plot = dom.split('id="plot1"')[0] if 'id="plot1"' in dom else dom
     markers = first_plot.count('class="point"')
@@ -65,6 +63,12 @@ def main() -> int:
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def blank_plots(dom: str, plots: int) -> list[int]:
+    """The plots (numbered from 0) that drew no SVG of their own: a total of SVG layers alone
+    would hide one plot that failed beside others that draw several layers each."""
+    return [i for i, part in enumerate(plot_parts(dom, plots)) if 'class="main-svg"' not in part]
 
 
 def plot_parts(dom: str, plots: int) -> list[str]:

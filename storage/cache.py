@@ -85,6 +85,11 @@ class MeasurementCache:
             return result if stored is None else dict(stored.result)
         return result
 
+    def replace(self, key: CacheKey, result: dict[str, Any], seconds: float) -> None:
+        """Overwrite the stored result for `key` (a longer measurement of a device figure)."""
+        with Session(self.engine) as session, session.begin():
+            session.execute(sa.update(Measurement).where(key.where()).values(result=result, seconds=seconds))
+
     def stats(self) -> CacheStats:
         with Session(self.engine) as session:
             entries, hits, saved = session.execute(

@@ -97,8 +97,8 @@ def search(
     runtime.set_debug(debug)
     spec = load_space(space)
     url = resolve_storage_url(storage)
-    if cache:
-        open_device_profile()  # a bad NAS_DEVICE_PROFILE is told before any study is touched
+    if cache and (profile := open_device_profile()):  # a bad one is told before any study is touched
+        profile.engine.dispose()
     gpu_list = parse_gpus(gpus)
     if workers_per_gpu is not None and gpu_list is None:
         raise NasError("--workers-per-gpu needs --gpus")
@@ -254,11 +254,10 @@ def worker(
     """
     from nas.search import runtime
     from nas.search.runtime import ENV_INDEX
-    from nas.storage import open_device_profile, resolve_storage_url
+    from nas.storage import resolve_storage_url
 
     runtime.set_debug(debug)
     url = resolve_storage_url(storage)
-    open_device_profile()  # a bad NAS_DEVICE_PROFILE is told before the study is touched
     if index is None:
         # The sampler's seed must differ from every other worker's; a pool numbers its workers.
         index = int(os.environ.get(ENV_INDEX) or os.getpid())
@@ -274,8 +273,11 @@ def worker(
 def _worker_interactive(url: StorageURL, study: str, timeout: float | None, recycle_after: int, index: int) -> None:
     from nas.search import runtime
     from nas.search.engine import join_study
+    from nas.storage import open_device_profile
 
     joined = join_study(url, study, timeout)
+    if joined.options.cache and (profile := open_device_profile()):  # told before TensorFlow loads
+        profile.engine.dispose()
     runtime.import_tensorflow()
     _warn_unused_gpus()
     from nas.search.cli.display import LiveSearchView

@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import keras
+import sqlalchemy.exc
 
 from nas.search.hardware.device import describe_device, device_key, lock_name
 from nas.search.hardware.lock import DeviceLock
@@ -19,6 +21,7 @@ from nas.search.hardware.reference import REFERENCE_SHAPE, REFERENCE_VERSION, re
 from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
 from nas.storage import CacheKey, MeasurementCache, open_device_profile
+from nas.storage.profile import ENV_VAR
 
 
 def architecture_signature(model: keras.Model) -> str:
@@ -98,27 +101,53 @@ class HardwareProfiler:
             device_key(self.device, precision=precision, xla=xla),
         )
 
-    def _lookup_or_measure(self, key: CacheKey, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    def _lookup_or_measure(
+        self, key: CacheKey, measure: Callable[[], dict[str, Any]], effort: float = 0.0
+    ) -> tuple[dict[str, Any], bool]:
         """The cached result for `key`, else `measure()` run alone on the device and stored.
-        Returns the result and whether it came from the cache."""
+        Returns the result and whether it came from the cache. A device-wide figure carries
+        its `effort` (baseline rounds, peak seconds): the profile serves it only to a caller
+        asking for no more, so a smoke run's brief figures never stand in for a real run's."""
         stored = self.cache.get(key) if self.cache else None
         if stored is not None:
             return stored, True
-        device_wide = self.profile is not None and key.kind in DEVICE_WIDE
-        profiled = self.profile.entry(key) if self.profile and device_wide else None
-        if self.cache and profiled is not None:
+        device_wide = key.kind in DEVICE_WIDE
+        if self.cache and device_wide and (profiled := self._profile_entry(key, effort)):
             return self.cache.put(key, self.device, *profiled), True
         waiting = time.perf_counter()
         with self.lock.exclusive():
             t0 = time.perf_counter()
             self.lock_wait_s += t0 - waiting
-            result = measure()
+            result = measure() | ({"effort": effort} if device_wide else {})
         seconds = time.perf_counter() - t0
         if self.cache:
             result = self.cache.put(key, self.device, result, seconds)
-        if self.profile and device_wide:
-            self.profile.put(key, self.device, result, seconds)
+        if device_wide:
+            self._profile_put(key, result, seconds)
         return result, False
+
+    def _profile_entry(self, key: CacheKey, effort: float) -> tuple[dict[str, Any], float] | None:
+        try:
+            entry = self.profile.entry(key) if self.profile else None
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            self._drop_profile(exc)
+            return None
+        return entry if entry and entry[0].get("effort", 0.0) >= effort else None
+
+    def _profile_put(self, key: CacheKey, result: dict[str, Any], seconds: float) -> None:
+        try:
+            stored = self.profile.put(key, self.device, result, seconds) if self.profile else result
+            if self.profile and stored.get("effort", 0.0) < result["effort"]:
+                self.profile.replace(key, result, seconds)  # a briefer figure was there first
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            self._drop_profile(exc)
+
+    def _drop_profile(self, exc: Exception) -> None:
+        """The profile only saves time: a failing one (a full disk, a lock held too long) is
+        left alone for the rest of this process, never a failed trial."""
+        self.profile = None
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        warnings.warn(f"device profile ({ENV_VAR}) not used from here on: {reason}", RuntimeWarning, stacklevel=2)
 
     def baseline(self, batch: int) -> float:
         """The reference network's images/s on this device at `batch`: measured once (long,
@@ -137,6 +166,7 @@ class HardwareProfiler:
                         warmup_seconds=self.spec.warmup_seconds,
                     ).images_per_s
                 },
+                effort=self.spec.baseline_rounds * self.spec.round_seconds,  # seconds timed
             )
             self._baselines[batch] = float(result["images_per_s"])
         return self._baselines[batch]
@@ -206,6 +236,7 @@ class HardwareProfiler:
             result, _ = self._lookup_or_measure(
                 self._key("peak", f"matmul-{n}-{dtype}", f"{n}x{n}", 1, dtype, False),
                 lambda: {"flops_per_s": measure_matmul_peak(seconds=self.spec.peak_seconds, n=n, dtype=dtype)},
+                effort=self.spec.peak_seconds,
             )
             peak = float(result["flops_per_s"]), f"measured: {n}x{n} {dtype} matmul"
         except Exception:  # any TensorFlow failure here (out of memory) leaves only the data sheet

@@ -40,6 +40,7 @@ from nas.search.records import PipeEvent, StoppedBy
 from nas.search.space import SearchSpace
 from nas.search.workers.placement import Placement
 from nas.storage.engine import GRACE_PERIOD_S
+from nas.storage.profile import ENV_VAR as PROFILE_ENV
 
 # A slot whose worker dies this many times in a row without finishing a trial is given up:
 # something is wrong with the machine or the space, and restarting would loop forever.
@@ -120,11 +121,18 @@ class WorkerPool:
         self.started = time.monotonic()
 
     # --- processes -------------------------------------------------------------------
-    def _start(self, slot: Slot) -> None:
-        read_fd, write_fd = os.pipe()
-        env = os.environ | slot.placement.env() | {"NAS_STORAGE": self.options.storage.raw}
+    def worker_env(self, slot: Slot) -> dict[str, str]:
+        """A worker's environment: its placement, the study's storage and artifacts."""
+        env = dict(os.environ) | slot.placement.env() | {"NAS_STORAGE": self.options.storage.raw}
+        if not self.options.cache:
+            env.pop(PROFILE_ENV, None)  # --no-cache: no device profile either
         if self.options.artifacts:
             env["NAS_ARTIFACTS"] = self.options.artifacts
+        return env
+
+    def _start(self, slot: Slot) -> None:
+        read_fd, write_fd = os.pipe()
+        env = self.worker_env(slot)
         command = [sys.executable, "-m", "nas", "worker", "--study", self.options.study_name]
         command += ["--report-fd", str(write_fd), "--recycle-after", str(self.recycle_after or 0)]
         if self.options.timeout is not None:

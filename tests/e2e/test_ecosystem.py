@@ -105,6 +105,22 @@ def test_report_renders_in_headless_chromium(finished_study: Path) -> None:
     assert f"{points} markers in the Pareto plot for its {points} points (3 finished trials)" in checked.stdout
 
 
+def test_the_browser_check_finds_a_plot_that_did_not_draw() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_in_browser", REPO / "scripts" / "report_in_browser.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    svg = '<svg class="main-svg"></svg>' * 3
+    # Plot 1 drew nothing beside plots of three layers each (a total of 6 layers for 3 plots).
+    dom = f'<div id="plot0">{svg}</div><div id="plot1"></div><div id="plot2">{svg}</div>'
+    assert check.blank_plots(dom, 3) == [1]
+    assert check.blank_plots(dom.replace('id="plot1">', f'id="plot1">{svg}'), 3) == []
+    assert check.blank_plots(f'<div id="plot0">{svg}</div>', 2) == [1]  # a plot missing from the page
+    assert check.blank_plots(f'<div id="plot1">{svg}</div><div id="plot10"></div>', 11)[:2] == [0, 2]
+
+
 def test_report_errors(finished_study: Path) -> None:
     missing = run_cli("report", "nope", cwd=finished_study)
     assert missing.returncode == 2 and "study 'nope' not found" in missing.stderr

@@ -87,8 +87,36 @@ def test_without_a_cache_the_profile_is_not_used(
     monkeypatch.setenv("NAS_DEVICE_PROFILE", str(tmp_path / "device.db"))
     _measure_on_a_new_database(tmp_path / "a.db")
     timed.clear()
-    HardwareProfiler(SPEC, None).baseline(8)  # benchmarks measure everything afresh
+    HardwareProfiler(SPEC, None).baseline(8)  # --no-cache measures everything afresh
     assert timed == {"baseline": 1}
+    monkeypatch.setenv("NAS_DEVICE_PROFILE", str(tmp_path / "unused.db"))
+    hardware = HardwareProfiler(SPEC, None)
+    hardware.baseline(8)
+    assert hardware.profile is None and not (tmp_path / "unused.db").exists()  # nor written
+
+
+def test_brief_figures_never_stand_in_for_longer_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timed: Counter[str]
+) -> None:
+    """A smoke run (few baseline rounds, a short peak) leaves its figures in the profile; a
+    run that asks for longer measures the device itself, and its figures serve both."""
+    monkeypatch.setenv("NAS_DEVICE_PROFILE", str(tmp_path / "device.db"))
+    _measure_on_a_new_database(tmp_path / "brief.db")
+    timed.clear()
+    longer = SPEC.model_copy(update={"baseline_rounds": 6, "peak_seconds": 0.1})
+
+    def device_figures(db: str) -> None:
+        cache = MeasurementCache(open_storage(resolve_storage_url(f"sqlite:///{tmp_path / db}")).engine)
+        HardwareProfiler(longer, cache).baseline(8)
+        HardwareProfiler(longer, cache).peak_flops("float32")
+
+    device_figures("long.db")
+    assert timed == {"baseline": 1, "measure_matmul_peak": 1}
+    timed.clear()
+    device_figures("long-again.db")  # the longer figures replaced the brief ones
+    assert timed == {}
+    _measure_on_a_new_database(tmp_path / "brief-again.db")
+    assert timed == {"measure_throughput": 1}  # and serve the brief run too
 
 
 @pytest.mark.parametrize("kind", ["folder", "text"])
@@ -109,3 +137,25 @@ def test_an_unusable_profile_is_one_clear_error(tmp_path: Path, monkeypatch: pyt
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: NAS_DEVICE_PROFILE={path}: cannot use it as the device profile")
     assert not (tmp_path / "nas.db").exists()  # told before any database is made
+
+
+def test_a_profile_that_fails_later_is_dropped_not_the_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timed: Counter[str]
+) -> None:
+    import sqlalchemy.exc
+
+    monkeypatch.setenv("NAS_DEVICE_PROFILE", str(tmp_path / "device.db"))
+    cache = MeasurementCache(open_storage(resolve_storage_url(f"sqlite:///{tmp_path / 'a.db'}")).engine)
+    hardware = HardwareProfiler(SPEC, cache)
+    assert hardware.profile is not None
+
+    def full_disk(*args: Any) -> None:
+        raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database or disk is full"))
+
+    monkeypatch.setattr(hardware.profile, "entry", full_disk)
+    with pytest.warns(
+        RuntimeWarning, match=r"device profile \(NAS_DEVICE_PROFILE\) not used from here on: .*disk is full"
+    ):
+        assert hardware.baseline(8) > 0  # measured instead
+    assert hardware.profile is None and timed == {"baseline": 1}
+    assert cache.stats().entries == 1

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nas.search.engine import SearchOptions
 from nas.search.workers import PoolView, WorkerPool, plan_workers
 from nas.storage import resolve_storage_url
@@ -88,3 +90,16 @@ def test_a_recycled_worker_is_replaced_only_while_budget_is_left(tmp_path: Path)
     study.ask()  # 2 finished and 1 running: the budget is taken
     recycle()
     assert started == [0] and slot.process is None
+
+
+def test_without_the_cache_workers_get_no_device_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NAS_DEVICE_PROFILE", str(tmp_path / "device.db"))
+    url = resolve_storage_url(f"sqlite:///{tmp_path / 'x.db'}")
+    for cache in (True, False):
+        options = SearchOptions(url, "s", 3, "random", 0, cache=cache)
+        (slot,) = (
+            pool := WorkerPool(options, plan_workers(1, None, None, cpus=[0]), _Quiet(), recycle_after=None)
+        ).slots
+        env = pool.worker_env(slot)
+        assert env["NAS_STORAGE"] == url.raw
+        assert ("NAS_DEVICE_PROFILE" in env) is cache, cache
