@@ -1,14 +1,14 @@
 """Load test: many pool workers, thousands of short trials, workers killed with SIGKILL.
 
-    python benchmarks/load.py [--storage URL] [--workers 8] [--trials 2000] [--kill-every 8 15]
+    python benchmarks/load.py [--storage URL] [--workers 8] [--trials 2000] [--kill-every 8 15 | --kills N]
 
 The space is the `tiny` preset with constraints that stop every trial before training: most
 on the plan (`max_params`), about one in six after being built and measured (`min_throughput`
 no network reaches), so trials are cheap but still exercise the storage, the budget, the
 measurement cache and recovery. The inference batch size is drawn for this
 run, so its cache rows are its own. While the search runs, a randomly chosen pool worker that is
-running a trial is killed with SIGKILL every few seconds, and the finished trials are
-snapshotted.
+running a trial is killed with SIGKILL every few seconds (or `--kills N` times, paced by the
+finished trials), and the finished trials are snapshotted.
 
 Afterwards it checks, and prints as JSON:
 - the budget is met exactly (finished == --trials), nothing is RUNNING or WAITING;
@@ -106,8 +106,19 @@ def _finished(study: optuna.Study) -> dict[int, tuple[Any, ...]]:
     }
 
 
-def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, float], seed: int = 0) -> dict[str, Any]:
+def run_load(
+    storage: str,
+    workers: int,
+    trials: int,
+    kill_every: tuple[float, float] = (8.0, 15.0),
+    seed: int = 0,
+    kills_at: int | None = None,
+) -> dict[str, Any]:
+    """The run and its checks. Kills come every `kill_every` seconds, or with `kills_at=N`
+    paced by progress instead: one each time another 1/(N+1) of the budget has finished, so
+    a run that goes faster than expected still sees its N kills (a miss is tried again)."""
     rng = random.Random(seed)
+    due = [trials * (k + 1) // (kills_at + 1) for k in range(kills_at)] if kills_at else []
     name = f"nas-load-{uuid.uuid4().hex[:8]}"
     batch_size = rng.randint(200, 100_000)  # cache keys of this run only
     with tempfile.TemporaryDirectory(prefix="nas-load-") as tmp:
@@ -128,13 +139,24 @@ def run_load(storage: str, workers: int, trials: int, kill_every: tuple[float, f
         while parent.poll() is None:
             # A kill that came after its trial had finished (screened trials take milliseconds)
             # tests nothing: until a few have landed mid-trial, try again soon after a miss.
-            time.sleep(rng.uniform(1.0, 3.0) if missed and landed < 3 else rng.uniform(*kill_every))
-            missed = False
+            if kills_at:
+                time.sleep(0.2)
+            else:
+                time.sleep(rng.uniform(1.0, 3.0) if missed and landed < 3 else rng.uniform(*kill_every))
             if study is None:
                 try:
                     study = optuna.load_study(study_name=name, storage=storage)
                 except KeyError:
                     continue
+            if kills_at:
+                snapshots.update(_finished(study))
+                if missed and len(kills) < 2 * kills_at:
+                    pass  # the last kill missed its trial: try again now
+                elif not due or len(snapshots) < due[0]:
+                    continue
+                else:
+                    due.pop(0)
+            missed = False
             # Only workers in the middle of a trial: killing one mid-trial is what recovery
             # must handle (and a worker killed again and again while starting is retired).
             running = _running_trials(study, parent, rng)
@@ -242,8 +264,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--kill-every", type=float, nargs=2, default=(8.0, 15.0), metavar=("MIN_S", "MAX_S"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--kills", type=int, default=None, help="kill N times, paced by finished trials (instead of --kill-every)"
+    )
     args = parser.parse_args()
-    result = run_load(args.storage, args.workers, args.trials, tuple(args.kill_every), args.seed)
+    result = run_load(args.storage, args.workers, args.trials, tuple(args.kill_every), args.seed, args.kills)
     print(json.dumps(result, indent=2))
 
 
