@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from nas.errors import NasError, SearchInterrupted
 from nas.search.data import Dataset, delivery_rate, load_dataset
 from nas.search.engine.collector import freeze_survivors
+from nas.search.engine.evaluation import KerasEvaluation
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
@@ -117,19 +118,20 @@ def _work(
     study.set_user_attr(StudyAttr.DATASET, data.summary())
     study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
+    weights = _weight_store(storage, options)
+    evaluation = KerasEvaluation(space, data, profiler, seed=options.seed, weights=weights, warn=events.message)
     runner = TrialRunner(
         space,
-        data,
-        profiler,
-        seed=options.seed,
+        evaluation,
+        num_classes=data.num_classes,
+        channels=data.channels,
         on_phase=events.phase,
         screening=options.screening,
         delivery=delivery,
         warn=events.message,
-        weights=_weight_store(storage, options),
     )
     identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
-    loop = _TrialLoop(study, storage, runner, options, events, identity)
+    loop = _TrialLoop(study, storage, runner, options, events, identity, weights)
     # Every trial ends with a full garbage collection (freeing its model), and with TensorFlow
     # loaded one took 0.4-0.7 s: most of a screened trial's time. Objects alive now (modules,
     # the dataset) live as long as the worker, so they are moved out of the collector's sight,
@@ -164,8 +166,9 @@ class _TrialLoop:
         options: SearchOptions,
         events: SearchEvents,
         identity: dict[str, Any],
+        weights: WeightStore | None = None,
     ) -> None:
-        self.study, self.storage, self.runner = study, storage, runner
+        self.study, self.storage, self.runner, self.weights = study, storage, runner, weights
         self.options, self.events, self.identity = options, events, identity
         self.ran = self.failed = self.consecutive_failures = 0
         self.warned: set[str] = set()  # warnings from recovery, said once per worker, not per trial
@@ -276,8 +279,8 @@ class _TrialLoop:
             self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
             return True
         front = study.best_trials  # one non-dominated sort per trial, for retention and the display
-        if self.runner.weights is not None:
-            self._retain_weights(self.runner.weights, front)
+        if self.weights is not None:
+            self._retain_weights(self.weights, front)
         self.ran += 1
         self.consecutive_failures = 0
         self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front))

@@ -3,21 +3,13 @@ exists), build it, measure it on this device, check measured constraints, train 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-import keras
 import optuna
-from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import TrainingDiverged
-from nas.search.data import Dataset
-from nas.search.deploy import Deployed, deploy
 from nas.search.engine.early_stopping import (
     RungDecision,
     competitors_at,
@@ -26,17 +18,13 @@ from nas.search.engine.early_stopping import (
     rung_objectives,
     rung_point,
 )
-from nas.search.hardware import HardwareCost, HardwareProfiler
-from nas.search.nets import NetworkPlan, build_plan, deployed_plan, plan_network, static_constraints
+from nas.search.engine.evaluation import Evaluation, PhaseCallback, TrialWork
+from nas.search.hardware import HardwareCost
+from nas.search.nets import deployed_plan, plan_network, static_constraints
 from nas.search.records import Screened, TrialAttr
 from nas.search.runtime import import_tensorflow
-from nas.search.space import Candidate, ConstraintsSpec, SearchSpace
-from nas.search.training import TrainResult, precision_policy, sparsity_report, train_compressed
+from nas.search.space import ConstraintsSpec, SearchSpace
 
-if TYPE_CHECKING:
-    from nas.storage.weights import WeightStore
-
-PhaseCallback = Callable[[str], None]
 # Training at this fraction of the pipeline's delivery rate (or more) is starved for input.
 INPUT_BOUND_RATIO = 0.8
 
@@ -71,24 +59,21 @@ class TrialRunner:
     def __init__(
         self,
         space: SearchSpace,
-        data: Dataset,
-        profiler: HardwareProfiler,
+        evaluation: Evaluation,
         *,
-        seed: int,
+        num_classes: int,
+        channels: int,
         on_phase: PhaseCallback,
         screening: bool = True,
         delivery: float | None = None,
         warn: Callable[[str], None] = lambda _: None,
-        weights: WeightStore | None = None,
     ) -> None:
-        self.weights = weights
+        self.space = space
+        self.evaluation = evaluation
+        self.num_classes, self.channels = num_classes, channels  # of the dataset, for sampling
         self.delivery = delivery  # images/s the input pipeline delivers, measured once
         self.warn = warn
         self.warned = False
-        self.space = space
-        self.data = data
-        self.profiler = profiler
-        self.seed = seed
         self.on_phase = on_phase
         self.screening = screening
         self.rungs = rung_epochs(space.spec.search.early_stopping, space.spec.training.epochs)
@@ -108,7 +93,7 @@ class TrialRunner:
                 "image_size, or faster storage)"
             )
 
-    def _values(self, run: _Run) -> list[float]:
+    def _values(self, run: TrialWork) -> list[float]:
         """The objectives of a trained trial in the space's order. The objective is the
         accuracy of what will be deployed (after pruning and quantization)."""
         deployed, result, cost = run.deployed, run.result, run.cost
@@ -122,7 +107,7 @@ class TrialRunner:
             figures["tflite_latency"] = deployed.latency_ms
         return [figures[name] for name in self.space.spec.objectives]
 
-    def _screen_out(self, run: _Run, kind: Screened) -> TrialOutcome:
+    def _screen_out(self, run: TrialWork, kind: Screened) -> TrialOutcome:
         """Stop a trial a constraint rejected, keeping only the objectives really known by then
         (the plan's size; the throughput once measured): accuracy was never measured."""
         known: dict[str, float] = {"model_size": float(run.net.weight_bytes())}
@@ -141,58 +126,37 @@ class TrialRunner:
             return True
         return False
 
-    def _save_weights(self, trial: optuna.Trial, model: keras.Model) -> None:
-        """Keep the trained model for `nas export`; a full disk costs the weights, not the trial."""
-        assert self.weights is not None
-        try:
-            with TemporaryDirectory(prefix="nas-weights-") as tmp:
-                path = Path(tmp) / "model.keras"
-                model.save(path)
-                stored = self.weights.save(trial.study.study_name, trial.number, path)
-            trial.set_user_attr(TrialAttr.WEIGHTS_BYTES, stored.bytes)
-        except (OSError, SQLAlchemyError) as exc:
-            trial.set_user_attr(TrialAttr.WEIGHTS_ERROR, str(exc)[:300])
-            self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")
-
     def run(self, trial: optuna.Trial) -> TrialOutcome:
         """Plan, screen, build, measure, screen again, train, deploy and save: each phase is
         timed into the trial's durations and named to the display as it starts."""
-        run = _Run(trial, self.space.sample(trial, num_classes=self.data.num_classes, channels=self.data.channels))
-        try:
-            with run.phase("plan", self.on_phase):
-                self._plan(run)
-            if self._screened(trial, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
-                return self._screen_out(run, Screened.STATIC)
-            with precision_policy(run.candidate.precision):
-                with run.phase("build", self.on_phase):
-                    keras.utils.set_random_seed(self.seed + trial.number)
-                    run.model = build_plan(run.net)
-                with run.phase("measure", self.on_phase):
-                    self._measure(run)
-                assert run.cost is not None
-                if self._screened(
-                    trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED
-                ):
-                    return self._screen_out(run, Screened.MEASURED)
-                try:
-                    with run.phase("train", self.on_phase), self.profiler.lock.shared():
-                        self._train(run)
-                except _StopAtRung as stop:
-                    return self._stop_at_rung(run, stop.decision)
-                with run.phase("deploy", self.on_phase), self.profiler.lock.shared():
-                    self._deploy(run)
-                if self.weights is not None:
-                    with run.phase("save", self.on_phase):
-                        self._save_weights(trial, run.model)
-            return TrialOutcome(self._values(run))
-        finally:
-            # Without this, every trial's graphs and weights stay alive in the process and a
-            # long search grows until it is killed (the classic KerasTuner complaint). With
-            # free_memory, clear_session runs the full garbage collection itself.
-            run.model = None
-            keras.backend.clear_session(free_memory=True)
+        candidate = self.space.sample(trial, num_classes=self.num_classes, channels=self.channels)
+        run = TrialWork(trial, candidate)
+        evaluation = self.evaluation
+        with run.phase("plan", self.on_phase):
+            self._plan(run)
+        if self._screened(trial, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
+            return self._screen_out(run, Screened.STATIC)
+        with evaluation.scope(run):
+            with run.phase("build", self.on_phase):
+                evaluation.build(run)
+            with run.phase("measure", self.on_phase):
+                self._measure(run)
+            assert run.cost is not None
+            if self._screened(trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED):
+                return self._screen_out(run, Screened.MEASURED)
+            try:
+                with run.phase("train", self.on_phase):
+                    self._train(run)
+            except _StopAtRung as stop:
+                return self._stop_at_rung(run, stop.decision)
+            with run.phase("deploy", self.on_phase):
+                self._deploy(run)
+            if evaluation.keeps_weights:
+                with run.phase("save", self.on_phase):
+                    evaluation.save(run)
+        return TrialOutcome(self._values(run))
 
-    def _plan(self, run: _Run) -> None:
+    def _plan(self, run: TrialWork) -> None:
         trial = run.trial
         run.net_full = plan_network(run.candidate)
         run.net = deployed_plan(run.candidate, run.net_full)  # channel pruning measures the cut network
@@ -200,14 +164,9 @@ class TrialRunner:
         trial.set_user_attr(TrialAttr.FLOPS, run.net.flops())
         trial.set_user_attr(TrialAttr.MODEL_BYTES, run.net.weight_bytes())
 
-    def _measure(self, run: _Run) -> None:
+    def _measure(self, run: TrialWork) -> None:
         trial, candidate = run.trial, run.candidate
-        cost = self.profiler.measure(
-            run.model,
-            precision=candidate.precision,
-            xla=candidate.xla,
-            need_latency=self.space.spec.constraints.max_latency_ms is not None,
-        )
+        cost = self.evaluation.measure(run, need_latency=self.space.spec.constraints.max_latency_ms is not None)
         run.cost = cost
         unsettled = [t.batch_size for t in cost.throughput.values() if not t.warmup_settled]
         if unsettled or (cost.latency is not None and not cost.latency.warmup_settled):
@@ -218,15 +177,15 @@ class TrialRunner:
         trial.set_user_attr(TrialAttr.DEVICE, cost.device)
         trial.set_user_attr(TrialAttr.HARDWARE, cost.to_attr())
         trial.set_user_attr(TrialAttr.THROUGHPUT_SPREAD, round(cost.primary.spread, 4))
-        peak = self.profiler.peak_flops(candidate.precision)
+        peak = self.evaluation.peak_flops(candidate.precision)
         achieved = run.net.flops() * cost.primary.images_per_s
         trial.set_user_attr(TrialAttr.FLOPS_PER_S, achieved)
         if peak:
             trial.set_user_attr(TrialAttr.PEAK_FRACTION, achieved / peak[0])
             trial.set_user_attr(TrialAttr.PEAK_SOURCE, peak[1])
 
-    def _train(self, run: _Run) -> None:
-        trial, candidate, spec = run.trial, run.candidate, self.space.spec
+    def _train(self, run: TrialWork) -> None:
+        trial = run.trial
 
         def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
             acc = logs.get("val_accuracy")
@@ -236,27 +195,13 @@ class TrialRunner:
             if epoch in self.rungs:
                 self._at_rung(run, self.rungs.index(epoch), epoch, logs["val_accuracy"])
 
-        augmentation = spec.dataset.augmentation
-        run.model, run.result = train_compressed(
-            run.model,
-            run.net_full,
-            run.net,
-            candidate,
-            self.data,
-            seed=self.seed + trial.number,
-            pruning=spec.compression.pruning,
-            augmentation=augmentation if augmentation.active else None,
-            on_epoch=on_epoch,
-        )
+        run.result = self.evaluation.train(run, on_epoch)
         trial.set_user_attr(TrialAttr.HISTORY, run.result.history)
         trial.set_user_attr(TrialAttr.VAL_LOSS, run.result.loss)
         trial.set_user_attr(TrialAttr.TRAIN_IMAGES_PER_S, round(run.result.images_per_s, 1))
         self._check_input_bound(trial, run.result.images_per_s)
-        if candidate.pruning in ("magnitude", "n_m"):
-            exclude: list[str] = list(spec.compression.pruning.exclude)
-            trial.set_user_attr(TrialAttr.SPARSITY, sparsity_report(run.model, exclude))
 
-    def _at_rung(self, run: _Run, rung: int, epoch: int, accuracy: float) -> None:
+    def _at_rung(self, run: TrialWork, rung: int, epoch: int, accuracy: float) -> None:
         """Store this trial's point at the rung (for every worker to read), rank it against
         the rung's points in the database, and stop training unless it is among the best."""
         trial, cost = run.trial, run.cost
@@ -276,7 +221,7 @@ class TrialRunner:
         if not decision.keep:
             raise _StopAtRung(decision)
 
-    def _stop_at_rung(self, run: _Run, decision: RungDecision) -> TrialOutcome:
+    def _stop_at_rung(self, run: TrialWork, decision: RungDecision) -> TrialOutcome:
         """A trial early stopping ended: PRUNED, with where and why and what was known."""
         trial, cost = run.trial, run.cost
         assert cost is not None
@@ -298,57 +243,11 @@ class TrialRunner:
         trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
         return TrialOutcome(None, stopped=decision)
 
-    def _deploy(self, run: _Run) -> None:
-        spec, objectives = self.space.spec, self.space.spec.objectives
+    def _deploy(self, run: TrialWork) -> None:
         assert run.result is not None
-        run.deployed = deploy(
-            run.model,
-            run.candidate.quantization,
-            self.data,
-            convert="model_size" in objectives or "tflite_latency" in objectives,
-            latency="tflite_latency" in objectives,
-            threads=spec.compression.tflite_threads,
-            pruned=run.candidate.pruning != "none",
-        )
+        run.deployed = self.evaluation.deploy(run)
         run.trial.set_user_attr(TrialAttr.DEPLOY, run.deployed.to_attr())
         run.trial.set_user_attr(TrialAttr.KERAS_ACCURACY, run.result.accuracy)
-
-
-@dataclass
-class _Run:
-    """What one trial has worked out so far; each phase adds its part."""
-
-    trial: optuna.Trial
-    candidate: Candidate
-    net_full: NetworkPlan = field(init=False)
-    net: NetworkPlan = field(init=False)
-    model: keras.Model | None = None
-    cost: HardwareCost | None = None
-    result: TrainResult | None = None
-    deployed: Deployed | None = None
-    durations: dict[str, float] = field(default_factory=dict)
-    started: float = field(default_factory=time.perf_counter)
-    history: dict[str, list[float]] = field(default_factory=dict)  # loss and val_accuracy per epoch so far
-    rungs: dict[str, dict[str, Any]] = field(default_factory=dict)  # TrialAttr.RUNGS as it grows
-
-    @contextmanager
-    def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:
-        on_phase(name)
-        t0 = time.perf_counter()
-        ended = False
-        try:
-            yield
-            ended = True
-        finally:
-            self.durations[name] = round(time.perf_counter() - t0, 4)
-            self.durations["total"] = round(time.perf_counter() - self.started, 4)
-            try:
-                self.trial.set_user_attr(TrialAttr.DURATIONS, self.durations)
-            except Exception:
-                # A phase cut short (a stop, an error) ends the trial for that reason; a
-                # failed write of its durations must not replace it.
-                if ended:
-                    raise
 
 
 def describe_failure(exc: BaseException) -> str:

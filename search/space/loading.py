@@ -140,6 +140,26 @@ class SearchSpace:
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
         return {name: p.distribution() for name, p in self.searchable().items()}
 
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every configuration of a finite space, as the trial parameters a sampler would
+        suggest (searchable and active ones only), in a fixed order: a parameter whose
+        conditions do not hold in a branch is left out of that branch, as in `sample`."""
+        continuous = [name for name, p in self.searchable().items() if not p.discrete]
+        if continuous:
+            raise NasError(f"{continuous[0]}: a continuous range has no finite list of values (use choice)")
+        branches: list[tuple[dict[str, Any], dict[str, Any]]] = [({}, {})]  # (all values, searchable ones)
+        for name, p in self._params.items():
+            grown = []
+            for values, params in branches:
+                if not p.active(values):
+                    grown.append((values, params))
+                elif p.fixed:
+                    grown.append(({**values, name: p.value}, params))
+                else:
+                    grown += [({**values, name: v}, {**params, name: v}) for v in p.values()]
+            branches = grown
+        return [params for _, params in branches]
+
     def sample(self, trial: optuna.Trial, *, num_classes: int, channels: int) -> Candidate:
         """Define-by-run: a parameter whose conditions do not hold is never suggested."""
         values: dict[str, Any] = {}

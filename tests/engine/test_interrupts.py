@@ -14,18 +14,17 @@ import optuna
 import pytest
 
 from nas.errors import SearchInterrupted
+from nas.search.engine.evaluation import TrialWork
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.interrupts import Interrupts
 from nas.search.engine.loop import _TrialLoop
 from nas.search.engine.options import SearchOptions
-from nas.search.engine.trial import TrialOutcome, _Run
+from nas.search.engine.trial import TrialOutcome
 from nas.storage import open_storage, resolve_storage_url
 
 
 class _Runner:
     """Finishes every trial at once with fixed objectives; `during` runs inside the trial."""
-
-    weights = None
 
     def __init__(self, during: Callable[[], None] = lambda: None) -> None:
         self.during, self.ran = during, 0
@@ -142,7 +141,7 @@ class _UnwritableTrial:
 
 
 def test_a_phase_cut_short_keeps_its_reason_when_its_durations_cannot_be_written() -> None:
-    run = _Run(_UnwritableTrial(), candidate=None)  # type: ignore[arg-type]
+    run = TrialWork(_UnwritableTrial(), candidate=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="the phase's own error"), run.phase("build", lambda _: None):
         raise ValueError("the phase's own error")
     assert "build" in run.durations

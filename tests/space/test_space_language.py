@@ -13,6 +13,7 @@ import optuna
 import pytest
 import yaml
 
+from nas.errors import NasError
 from nas.search.cli import main
 from nas.search.nets import plan_network, space_size
 from nas.search.space import parse_bytes, parse_count, space_from_dict
@@ -390,3 +391,24 @@ def test_space_commands_do_not_import_tensorflow(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "Space 'efficientnet'" in done.stdout
+
+
+def test_configurations_enumerate_a_finite_space_with_its_conditions() -> None:
+    data = base()
+    data["training"]["learning_rate"] = {"choice": [0.001, 0.01]}
+    space = space_from_dict(data)
+    configs = space.configurations()
+    # kernel 2 x optimizer 2 x learning rate 2 x (se off, or se on with 3 ratios) = 32
+    assert len(configs) == 32 == space_size(space.parameters()).combinations
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == 32
+    for params in configs:
+        # Exactly what a sampler would suggest: an inactive parameter is absent.
+        assert ("stage1.se_ratio" in params) == params["stage1.se"]
+        assert set(params) <= set(space.searchable())
+        space.candidate(params, num_classes=10, channels=1)  # every one is a valid trial
+    assert configs == space.configurations()  # a fixed order: shards of a table agree on it
+
+
+def test_configurations_refuse_a_continuous_range() -> None:
+    with pytest.raises(NasError, match="learning_rate: a continuous range has no finite list"):
+        space_from_dict(base()).configurations()

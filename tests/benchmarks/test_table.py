@@ -1,0 +1,175 @@
+"""benchmarks/table.py: the benchmark's space is finite and large enough; a table build killed
+with SIGKILL resumes without losing or repeating a configuration; a replay through the
+engine's real trial code (TrialRunner, early stopping's rungs) with the table's evaluation
+gets back the table's figures and charges its simulated clock what the build spent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+
+from nas.search.engine.trial import TrialRunner
+from nas.search.records import TrialAttr
+from nas.search.space import load_space, space_from_dict
+
+from ..helpers import REPO, benchmark_module, nas_env
+
+# 2 widths x 2 kernels x 2 learning rates: 8 configurations, 4 networks, about a second each.
+MINI = """
+name: table-mini
+dataset: {source: digits, image_size: 8, subset: 200, validation_fraction: 0.3, seed: 0}
+model:
+  family: mobilenet_v2
+  width_multiplier: {choice: [0.5, 1.0]}
+  stem_filters: 8
+  stem_stride: 1
+  head_filters: 16
+  dropout: 0.0
+  stages:
+    - {filters: 8, stride: 1, depth: 1, kernel: {choice: [3, 5]}, expansion: 1}
+    - {filters: 16, stride: 2, depth: 1, kernel: 3, expansion: 2}
+training: {epochs: 2, batch_size: 32, learning_rate: {choice: [0.005, 0.02]}}
+objectives: {accuracy: maximize, throughput: maximize}
+measure: {batch_sizes: [32], rounds: 3, round_seconds: 0.05, warmup_seconds: 2, baseline_rounds: 5, peak_seconds: 0.2}
+search: {sampler: random, seed: 0}
+"""
+
+
+def _table() -> ModuleType:
+    return benchmark_module("table")
+
+
+def test_the_benchmark_space_is_finite_and_holds_at_least_500_configurations() -> None:
+    table = _table()
+    configs = load_space(str(table.SPACE)).configurations()
+    assert len(configs) == 768
+    assert len({table.config_key(c) for c in configs}) == 768
+    shards = [table.shard_configs(load_space(str(table.SPACE)), (i, 3)) for i in range(3)]
+    assert sorted(table.config_key(c) for s in shards for c in s) == sorted(table.config_key(c) for c in configs)
+
+
+def _complete(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=5) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is still being made
+        return 0
+
+
+@pytest.fixture(scope="module")
+def mini_table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The mini space's table, built by a process killed with SIGKILL after its second trial
+    and resumed in this one; what had finished before the kill is kept for the checks."""
+    table = _table()
+    root = tmp_path_factory.mktemp("table")
+    space_file, work = root / "mini.yaml", root / "work"
+    space_file.write_text(MINI)
+    db = table.shard_path(work, (0, 1))
+    command = [sys.executable, str(REPO / "benchmarks" / "table.py"), "build", "--space", str(space_file)]
+    proc = subprocess.Popen(
+        [*command, "--work", str(work)],
+        env=nas_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while _complete(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, f"the build ended before it could be killed:\n{proc.communicate()[0]}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    before = {
+        t.number: (t.params, t.values, t.user_attrs[TrialAttr.HISTORY])
+        for t in optuna.load_study(study_name=table.STUDY, storage=storage).get_trials(
+            states=(optuna.trial.TrialState.COMPLETE,)
+        )
+    }
+    storage.engine.dispose()
+    assert len(before) >= 2
+    table.build((0, 1), work, space_path=space_file, quiet=True)
+    out = root / "mini.json.gz"
+    header = table.export(work, out, space_path=space_file)
+    return {"space": space_file, "work": work, "db": db, "before": before, "header": header, "out": out}
+
+
+@pytest.mark.slow
+def test_a_killed_build_resumes_without_losing_or_repeating_configurations(mini_table: dict[str, Any]) -> None:
+    table = _table()
+    header = mini_table["header"]
+    assert (header["configurations"], header["rows"], header["missing"]) == (8, 8, [])
+    study = optuna.load_study(study_name=table.STUDY, storage=f"sqlite:///{mini_table['db']}")
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    keys = [table.config_key(t.params) for t in complete]
+    assert len(keys) == len(set(keys)) == 8  # every configuration once: none lost, none run twice
+    for number, (params, values, history) in mini_table["before"].items():
+        t = study.trials[number]  # finished before the kill: kept as it was, not run again
+        assert (t.params, t.values, t.user_attrs[TrialAttr.HISTORY]) == (params, values, history)
+    rows = table.Table.load(mini_table["out"]).rows
+    assert [r["params"] for r in rows] == load_space(str(mini_table["space"])).configurations()
+    for row in rows:
+        assert len(row["val_accuracy"]) == len(row["epoch_seconds"]) == 2
+        assert row["accuracy"] == row["val_accuracy"][-1]
+        assert row["throughput"]["low"] <= row["throughput"]["images_per_s"] <= row["throughput"]["high"]
+        assert row["network_measure_seconds"] > 0 and all(s > 0 for s in row["epoch_seconds"])
+    assert len({r["signature"] for r in rows}) == 4  # the learning rate does not change the network
+
+
+def _replay(table: ModuleType, tab: Any, seed: int) -> tuple[list[optuna.trial.FrozenTrial], float, Any]:
+    document = yaml.safe_load(MINI)
+    document["search"]["early_stopping"] = {"method": "asha", "min_epochs": 1, "eta": 2}
+    space = space_from_dict(document)
+    evaluation = table.TableEvaluation(tab, space)
+    runner = TrialRunner(space, evaluation, num_classes=10, channels=1, on_phase=lambda _: None)
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.TPESampler(seed=seed))
+    for _ in range(12):
+        trial = study.ask()
+        outcome = runner.run(trial)
+        if outcome.values is None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, outcome.values)
+    return study.trials, evaluation.clock, evaluation
+
+
+@pytest.mark.slow
+def test_a_replay_runs_the_engines_trial_code_against_the_table(mini_table: dict[str, Any]) -> None:
+    table = _table()
+    tab = table.Table.load(mini_table["out"])
+    rows = tab.by_key()
+    trials, clock, _ = _replay(table, tab, seed=3)
+    charged, seen, stopped = 0.0, set(), 0
+    for t in trials:
+        row = rows[table.config_key(t.params)]
+        rung = t.user_attrs[TrialAttr.RUNGS]["0"]  # every trial reaches the rung at epoch 1
+        assert rung["accuracy"] == row["val_accuracy"][0] and rung["epoch"] == 1
+        charged += row["durations"]["plan"] + row["durations"]["build"]
+        charged += 0.0 if row["signature"] in seen else row["network_measure_seconds"]
+        seen.add(row["signature"])
+        if rung["keep"]:
+            assert t.state == optuna.trial.TrialState.COMPLETE
+            assert t.values == [row["accuracy"], row["throughput"]["images_per_s"]]
+            charged += sum(row["epoch_seconds"]) + row["durations"]["deploy"]
+        else:  # early stopping ended it at the rung: PRUNED, one epoch charged
+            stopped += 1
+            assert t.state == optuna.trial.TrialState.PRUNED
+            assert t.user_attrs[TrialAttr.EARLY_STOPPED]["accuracy"] == row["val_accuracy"][0]
+            charged += row["epoch_seconds"][0]
+    assert stopped > 0  # the rungs did stop trials: 12 trials over 8 configurations at eta 2
+    assert clock == pytest.approx(charged)
+    again, clock_again, _ = _replay(table, tab, seed=3)  # a seed replays exactly
+    assert [t.params for t in again] == [t.params for t in trials] and clock_again == clock
