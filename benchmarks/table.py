@@ -228,6 +228,7 @@ def export(work: Path, out: Path, *, space_path: Path = SPACE) -> dict[str, Any]
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "machine": machine(),
         "space": json.loads(space.fingerprint()),
+        "document": space.document,  # the space file as parsed: a replay rebuilds the space from it
         "configurations": len(space.configurations()),
         "rows": len(rows),
         "missing": missing,
@@ -277,7 +278,13 @@ def summary(table: Table) -> dict[str, Any]:
         "accuracy_p10_p90_points": round(100 * (percentile(accuracy, 0.9) - percentile(accuracy, 0.1)), 1),
         "throughput_min": round(min(throughput)),
         "throughput_max": round(max(throughput)),
-        "untrustworthy": sum(not r["trustworthy"] for r in table.rows),
+        "throughput_untrustworthy": sum(not r["throughput"]["trustworthy"] for r in table.rows),
+        "throughput_interval_width_median": round(
+            statistics.median(
+                (r["throughput"]["high"] - r["throughput"]["low"]) / r["throughput"]["images_per_s"] for r in table.rows
+            ),
+            3,
+        ),
         "mean_trial_seconds": round(statistics.fmean(r["durations"]["total"] for r in table.rows), 2),
     }
 
@@ -336,6 +343,9 @@ class TableEvaluation:
         self.seen: set[str] = set()  # networks measured so far in this replay
         self.clock = 0.0  # simulated seconds spent by the trials evaluated so far
 
+    def charge(self, seconds: float) -> None:
+        self.clock += seconds
+
     def row(self, work: TrialWork) -> dict[str, Any]:
         key = config_key(dict(work.trial.params))
         try:
@@ -349,14 +359,14 @@ class TableEvaluation:
 
     def build(self, work: TrialWork) -> None:
         durations = self.row(work)["durations"]
-        self.clock += durations.get("plan", 0.0) + durations.get("build", 0.0)
+        self.charge(durations.get("plan", 0.0) + durations.get("build", 0.0))
 
     def measure(self, work: TrialWork, *, need_latency: bool) -> HardwareCost:
         row = self.row(work)
         first = row["signature"] not in self.seen
         self.seen.add(row["signature"])
         seconds = row["network_measure_seconds"] if first else 0.0
-        self.clock += seconds
+        self.charge(seconds)
         figure = Throughput.from_dict(row["throughput"])
         return HardwareCost(
             {figure.batch_size: figure},
@@ -374,7 +384,7 @@ class TableEvaluation:
         row = self.row(work)
         epochs = len(row["val_accuracy"])
         for epoch in range(1, epochs + 1):
-            self.clock += row["epoch_seconds"][epoch - 1]
+            self.charge(row["epoch_seconds"][epoch - 1])
             logs = {"loss": row["loss"][epoch - 1], "val_accuracy": row["val_accuracy"][epoch - 1]}
             on_epoch(epoch, epochs, logs)
         history = {k: list(row[k]) for k in ("loss", "val_accuracy", "val_loss")}
@@ -384,7 +394,7 @@ class TableEvaluation:
 
     def deploy(self, work: TrialWork) -> Deployed:
         row = self.row(work)
-        self.clock += row["durations"].get("deploy", 0.0)
+        self.charge(row["durations"].get("deploy", 0.0))
         return Deployed(None, int(row["model_bytes"]), None, None, converted=False)
 
     def save(self, work: TrialWork) -> None:
@@ -421,7 +431,8 @@ def main() -> None:
         print(json.dumps(export(args.work, args.out, space_path=args.space) | {"out": str(args.out)}, indent=2))
     elif args.command == "summary":
         table = Table.load(args.table)
-        print(json.dumps({k: v for k, v in table.header.items() if k != "space"} | summary(table), indent=2))
+        shown = {k: v for k, v in table.header.items() if k not in ("space", "document")}
+        print(json.dumps(shown | summary(table), indent=2))
     else:
         print(json.dumps(fidelity(Table.load(args.table), args.configs, args.seed, space_path=args.space), indent=2))
     sys.stdout.flush()

@@ -26,7 +26,10 @@ def requeue(study: optuna.Study, trial: FrozenTrial, *, count_retry: bool = True
             return False
         retries += 1
     origin = trial.user_attrs.get(TrialAttr.RETRY_OF, trial.number)
-    study.enqueue_trial(trial.params, user_attrs={TrialAttr.RETRY_OF: origin, TrialAttr.RETRIES: retries})
+    # A queued trial stopped before it suggested every parameter holds the rest only as
+    # Optuna's "fixed_params"; queueing just `params` would turn the rest into a fresh sample.
+    params = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    study.enqueue_trial(params, user_attrs={TrialAttr.RETRY_OF: origin, TrialAttr.RETRIES: retries})
     return True
 
 

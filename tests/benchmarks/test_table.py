@@ -173,3 +173,63 @@ def test_a_replay_runs_the_engines_trial_code_against_the_table(mini_table: dict
     assert clock == pytest.approx(charged)
     again, clock_again, _ = _replay(table, tab, seed=3)  # a seed replays exactly
     assert [t.params for t in again] == [t.params for t in trials] and clock_again == clock
+
+
+def _replay_module() -> ModuleType:
+    _table()  # replay.py imports its sibling by name
+    return benchmark_module("replay")
+
+
+def test_the_simulated_clock_runs_the_earliest_worker_alone_and_replays_exactly() -> None:
+    replay = _replay_module()
+
+    def run_once() -> list[tuple[int, float]]:
+        clock, log = replay.SimClock(3), []
+        steps = {0: [5.0, 1.0, 1.0], 1: [2.0, 2.0, 2.0], 2: [0.5, 9.0]}
+
+        def body(worker: int) -> None:
+            clock.enter(worker)
+            try:
+                for seconds in steps[worker]:
+                    log.append((worker, clock.now()))  # only the earliest worker gets here
+                    clock.advance(seconds)
+            finally:
+                clock.leave()
+
+        replay._run_workers(3, body)
+        return log
+
+    log = run_once()
+    assert [t for _, t in log] == sorted(t for _, t in log)  # events in simulated-time order
+    assert log[:4] == [(0, 0.0), (1, 0.0), (2, 0.0), (2, 0.5)]  # ties go to the lower index
+    assert len(log) == 8 and run_once() == log
+
+
+def test_hypervolume_and_the_paired_interval() -> None:
+    replay = _replay_module()
+    ref = (0.0, 3.0)
+    assert replay.hypervolume([], ref) == 0.0
+    assert replay.hypervolume([(0.5, 4.0)], ref) == pytest.approx(0.5)
+    assert replay.hypervolume([(0.9, 3.5), (0.5, 4.0), (0.4, 3.2)], ref) == pytest.approx(0.9 * 0.5 + 0.5 * 0.5)
+    low, high = replay.bootstrap_interval([0.1, 0.12, 0.09, 0.11, 0.1] * 6)
+    assert 0.09 < low < 0.104 < high < 0.12  # a steady gain of 0.104 on average: the interval excludes zero
+    low, high = replay.bootstrap_interval([0.1, -0.1] * 15)
+    assert low < 0 < high  # no difference on average: the interval holds zero
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 3])
+def test_every_contender_replays_on_the_table(mini_table: dict[str, Any], workers: int) -> None:
+    """Each contender on a slice of a table (the mini space's), alone and with workers in
+    parallel: figures from the table, ends inside the budget, the same again for a seed
+    (the simulated clock's own test checks how workers interleave)."""
+    table, replay = _table(), _replay_module()
+    tab = table.Table.load(mini_table["out"])
+    rows, cost = tab.by_key(), replay.overheads()
+    for contender in replay.CONTENDERS:
+        points = replay.replay(contender, tab, 1, workers, 30.0, cost)
+        assert points, contender.name
+        assert all(0 < p.end_s <= 30.0 for p in points), contender.name
+        figures = {(r["accuracy"], r["throughput"]["images_per_s"]) for r in rows.values()}
+        assert {(p.accuracy, p.throughput) for p in points} <= figures, contender.name
+        assert replay.replay(contender, tab, 1, workers, 30.0, cost) == points, contender.name

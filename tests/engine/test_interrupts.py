@@ -19,6 +19,7 @@ from nas.search.engine.events import SearchEvents
 from nas.search.engine.interrupts import Interrupts
 from nas.search.engine.loop import _TrialLoop
 from nas.search.engine.options import SearchOptions
+from nas.search.engine.recovery import requeue
 from nas.search.engine.trial import TrialOutcome
 from nas.storage import open_storage, resolve_storage_url
 
@@ -147,3 +148,16 @@ def test_a_phase_cut_short_keeps_its_reason_when_its_durations_cannot_be_written
     assert "build" in run.durations
     with pytest.raises(RuntimeError, match="database is locked"), run.phase("plan", lambda _: None):
         pass  # a phase that ended normally does report the failed write
+
+
+def test_a_queued_trial_stopped_before_it_sampled_everything_is_queued_again_whole() -> None:
+    """Killed between asking for a queued trial and suggesting all its parameters: the retry
+    holds the whole queued configuration, not only what was suggested by then."""
+    study = optuna.create_study()
+    study.enqueue_trial({"a": 1, "b": 2})
+    trial = study.ask()
+    trial.suggest_int("a", 0, 5)  # "b" never suggested: the worker died here
+    frozen = study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert requeue(study, frozen)
+    retry = study.ask()
+    assert (retry.suggest_int("a", 0, 5), retry.suggest_int("b", 0, 5)) == (1, 2)
