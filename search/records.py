@@ -25,6 +25,9 @@ class StudyAttr(StrEnum):
     # Throughput of the front measured again together after the search (`nas pareto --confirm`):
     # when, where, how, and per trial number its images/s with the 95% interval
     CONFIRMED = "confirmed"
+    # search.strategy supernet: its training (epochs planned and done, per-epoch figures, the
+    # fixed training knobs) and the checkpoint file the finished epochs are in
+    SUPERNET = "supernet"
 
 
 class TrialAttr(StrEnum):
@@ -60,6 +63,10 @@ class TrialAttr(StrEnum):
     # position, competitors, kept); a trial stopped at a rung is PRUNED with EARLY_STOPPED
     RUNGS = "rungs"
     EARLY_STOPPED = "early_stopped"  # rung, epoch, accuracy so far, position, competitors, kept
+    # Where the accuracy comes from: "trained" (absent on older studies) or "supernet" (inherited
+    # weights, BatchNorm re-calibrated); FINETUNED: the front's subnet trained on from them
+    ACCURACY_SOURCE = "accuracy_source"
+    FINETUNED = "finetuned"
 
 
 class TunerAttr(StrEnum):

@@ -103,6 +103,7 @@ def show(
         "constraints": loaded.spec.constraints.model_dump(exclude_none=True),
         "early_stopping": _early_stopping(loaded.spec),
         "measure": loaded.spec.measure.model_dump(),
+        "strategy": _strategy(loaded),
     }
     note = None
     try:
@@ -161,6 +162,18 @@ def show(
         highlight=False,
         soft_wrap=True,
     )
+    strategy = report["strategy"]
+    if strategy["strategy"] == "supernet":
+        out.print(
+            f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training, BatchNorm re-calibrated "
+            f"on {strategy['calibration_batches']} batches, front fine-tuned {strategy['finetune_epochs']} epochs; "
+            f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
+            + (", ".join(f"{k}={v}" for k, v in strategy["fixed"].items()) or "nothing"),
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        out.print("Search strategy: trials (every candidate trained from scratch)", highlight=False)
     if "network" in report:
         n = report["network"]
         out.print(
@@ -179,6 +192,21 @@ def show(
         )
     if note:
         out.print(f"Networks not shown: {note}", highlight=False)
+
+
+def _strategy(loaded: Any) -> dict[str, Any]:
+    settings = loaded.spec.search
+    if settings.strategy != "supernet":
+        return {"strategy": settings.strategy}
+    from nas.search.space.elastic import elastic_space
+
+    elastic = elastic_space(loaded)  # a space it cannot share was refused when it was loaded
+    return {
+        "strategy": "supernet",
+        **settings.supernet.model_dump(exclude={"fixed"}),
+        "elastic": list(elastic.elastic),
+        "fixed": elastic.fixed,
+    }
 
 
 def _early_stopping(spec: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.samplers import make_sampler, worker_sampler
 from nas.search.engine.study import JoinedStudy, counts, prepare_study, restrict_to_device
+from nas.search.engine.supernet import SupernetEvaluation, fixed_sampler, prepare_supernet
 from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import HardwareProfiler, describe_device
 from nas.search.records import StoppedBy, StudyAttr, TrialAttr
@@ -119,7 +120,15 @@ def _work(
     study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
     weights = _weight_store(storage, options)
-    evaluation = KerasEvaluation(space, data, profiler, seed=options.seed, weights=weights, warn=events.message)
+    evaluation: KerasEvaluation
+    if space.spec.search.strategy == "supernet":
+        trained = prepare_supernet(study, storage, space, options, events, data)
+        study.sampler = fixed_sampler(study.sampler, trained.elastic)
+        evaluation = SupernetEvaluation(
+            space, data, trained, profiler=profiler, seed=options.seed, weights=weights, warn=events.message
+        )
+    else:
+        evaluation = KerasEvaluation(space, data, profiler, seed=options.seed, weights=weights, warn=events.message)
     runner = TrialRunner(
         space,
         evaluation,

@@ -390,9 +390,17 @@ def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
     if problem := _not_plain(data):
         raise NasError(f"{source}: {problem}")
     try:
-        return SearchSpace(SpaceSpec.model_validate(data), source, data)
+        space = SearchSpace(SpaceSpec.model_validate(data), source, data)
     except ValidationError as exc:
         raise NasError(f"{source}: {format_validation_error(exc)}") from None
+    if space.spec.search.strategy == "supernet":
+        from nas.search.space.elastic import elastic_space  # it builds SearchSpaces itself
+
+        try:
+            elastic_space(space)
+        except NasError as exc:
+            raise NasError(f"{source}: {exc}") from None
+    return space
 
 
 def load_space(ref: str) -> SearchSpace:

@@ -174,11 +174,31 @@ class EarlyStoppingSpec(Spec):
     eta: int = Field(3, ge=2, le=100, description="rungs grow by eta; 1/eta of the trials at a rung continue")
 
 
+class SupernetSpec(Spec):
+    """`search.strategy: supernet`: one weight-sharing network trained once, whose subnets the
+    trials then evaluate with inherited weights (search/supernet/)."""
+
+    epochs: int = Field(12, ge=1, le=10000, description="epochs of the supernet's sandwich training")
+    calibration_batches: int = Field(
+        8, ge=1, le=10000, description="training batches that re-estimate a subnet's BatchNorm statistics"
+    )
+    finetune_epochs: int = Field(
+        2, ge=0, le=10000, description="epochs each front subnet is fine-tuned from its inherited weights"
+    )
+    # The knobs a supernet cannot share (training hyperparameters, batch size, precision): the
+    # value each is fixed at for the supernet's training; unset ones take the rule in elastic.py.
+    fixed: dict[str, Any] = Field(default_factory=dict, description="values of the knobs that are not elastic")
+
+
 class SearchSpec(Spec):
     sampler: SamplerName = SamplerName.TPE
     trials: int = Field(20, ge=1, le=1_000_000)
     seed: int = Field(0, ge=0, le=MAX_SEED)
     early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
+    strategy: Literal["trials", "supernet"] = Field(
+        "trials", description="trials: every candidate trained from scratch; supernet: one weight-sharing training"
+    )
+    supernet: SupernetSpec = SupernetSpec()
 
 
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {

@@ -31,6 +31,7 @@ LEVELS = {
     "nas.search.training": 5,
     "nas.search.hardware": 5,
     "nas.search.deploy": 5,
+    "nas.search.supernet": 5.5,  # uses nets, data and training; the engine uses it
     "nas.search.engine": 6,
     "nas.search.results": 7,
     "nas.search.workers": 7,
@@ -56,6 +57,7 @@ TF_FREE_ROOMS = (
     "nas.search.workers",
 )
 TF_FREE_MODULES = (
+    "nas.search.space.elastic",
     "nas.search.nets.plan",
     "nas.search.nets.constraints",
     "nas.search.nets.survey",

@@ -1,0 +1,176 @@
+"""Ranking fidelity of the supernet strategy against stand-alone training, on the tabulated
+benchmark's space (benchmarks/table/space.yaml), whose table holds every architecture trained
+from scratch.
+
+One supernet is trained on the table's task (sandwich rule, in-place distillation) with the
+training knobs fixed at one of the table's settings; then every architecture of the space is
+taken out of it, its BatchNorm re-calibrated, and scored on the validation set. The report
+gives Kendall's tau and Spearman's rho between these inherited accuracies and the table's
+stand-alone accuracies at the same knobs, the cost of each part, and the subnets scored per
+hour (without and with measuring, the latter from nas' own trial timings in the table).
+
+    python benchmarks/supernet.py                       # about 3 minutes on 2 cores
+    python benchmarks/supernet.py --epochs 40 --out benchmarks/supernet.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import table as tables
+
+from nas.search.data import load_dataset
+from nas.search.engine.supernet import calibration_batches, evaluate
+from nas.search.runtime import import_tensorflow, set_debug
+from nas.search.space import space_from_dict
+from nas.search.space.elastic import elastic_space
+from nas.search.supernet.extract import extract, recalibrate
+from nas.search.supernet.network import Supernet
+from nas.search.supernet.train import SupernetTraining, train_supernet
+
+
+def standalone(table: tables.Table, fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Architecture (elastic params as JSON) -> the table's row trained with `fixed` knobs."""
+    out = {}
+    for row in table.rows:
+        params = row["params"]
+        if all(params.get(k) == v for k, v in fixed.items()):
+            arch = {k: v for k, v in params.items() if k not in fixed}
+            out[tables.config_key(arch)] = row
+    return out
+
+
+def best_learning_rate(table: tables.Table, batch_size: int) -> float:
+    """The table's learning rate with the highest median stand-alone accuracy at this batch
+    size and no dropout: the knob a user would fix the supernet's training at."""
+    by_rate: dict[float, list[float]] = {}
+    for row in table.rows:
+        p = row["params"]
+        if p["batch_size"] == batch_size and p["dropout"] == 0.0:
+            by_rate.setdefault(p["learning_rate"], []).append(row["accuracy"])
+    return max(by_rate, key=lambda rate: statistics.median(by_rate[rate]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=30, help="supernet epochs (default 30)")
+    parser.add_argument("--calibration-batches", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--table", type=Path, default=tables.TABLE)
+    parser.add_argument("--out", type=Path, help="write the report as JSON")
+    args = parser.parse_args()
+    set_debug(False)
+    import_tensorflow()
+    table = tables.Table.load(args.table)
+    document = yaml.safe_load(tables.SPACE.read_text())
+    batch_size = 32
+    rate = best_learning_rate(table, batch_size)
+    fixed = {"dropout": 0.0, "learning_rate": rate, "batch_size": batch_size}
+    document["search"] |= {
+        "strategy": "supernet",
+        "supernet": {"epochs": args.epochs, "calibration_batches": args.calibration_batches, "fixed": fixed},
+    }
+    space = space_from_dict(document, str(tables.SPACE))
+    elastic = elastic_space(space)
+    data = load_dataset(space.spec.dataset)
+    reference = standalone(table, fixed)
+    architectures = [json.loads(key) for key in reference]
+
+    started = time.perf_counter()
+    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
+    supernet = Supernet(largest, seed=args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        training = train_supernet(
+            supernet,
+            elastic,
+            data,
+            SupernetTraining(args.epochs),
+            Path(tmp) / "supernet.npz",
+            seed=args.seed,
+            on_epoch=lambda e, n, f: print(f"epoch {e}/{n}: {f}", flush=True),
+        )
+    train_s = time.perf_counter() - started
+
+    calibration = calibration_batches(data, batch_size, args.calibration_batches)
+    inherited, own, seconds = [], [], []
+    for arch in architectures:
+        t0 = time.perf_counter()
+        candidate = space.candidate({**arch, **fixed}, num_classes=data.num_classes, channels=data.channels)
+        model = extract(supernet, candidate)
+        recalibrate(model, calibration)
+        _, accuracy = evaluate(model, data)
+        seconds.append(time.perf_counter() - t0)
+        inherited.append(accuracy)
+        own.append(reference[tables.config_key(arch)]["accuracy"])
+    # Measuring as a trial of the table paid it, where the network was not in the cache yet.
+    measure_s = statistics.median(r["durations"]["measure"] for r in table.rows if not r["cached"])
+    # The same inherited ranking against the table's other learning rates (the stand-alone
+    # accuracies after 4 epochs depend on the rate as much as on the architecture).
+    by_rate = {}
+    for other in sorted({r["params"]["learning_rate"] for r in table.rows}):
+        column = standalone(table, {**fixed, "learning_rate": other})
+        figures = [column[tables.config_key(arch)]["accuracy"] for arch in architectures]
+        by_rate[str(other)] = {
+            "standalone_range": [round(min(figures), 4), round(max(figures), 4)],
+            **tables.rank_correlations(inherited, figures),
+        }
+    per_subnet = statistics.median(seconds)
+    top = np.argsort(inherited)[::-1][:5]
+    report = {
+        "command": "python benchmarks/supernet.py" + (f" --epochs {args.epochs}" if args.epochs != 30 else ""),
+        "commit": tables.commit(),
+        "date": dt.date.today().isoformat(),
+        "machine": tables.machine(),
+        "table": {"commit": table.header.get("commit"), "rows": len(table.rows)},
+        "fixed": fixed,
+        "supernet_epochs": args.epochs,
+        "supernet_train_s": round(train_s, 1),
+        "history": training.history,
+        "subnets": len(architectures),
+        "inherited_accuracy": {
+            "min": round(min(inherited), 4),
+            "median": round(statistics.median(inherited), 4),
+            "max": round(max(inherited), 4),
+        },
+        "standalone_accuracy": {
+            "min": round(min(own), 4),
+            "median": round(statistics.median(own), 4),
+            "max": round(max(own), 4),
+        },
+        "rank": tables.rank_correlations(inherited, own),
+        "rank_against_each_learning_rate": by_rate,
+        "seconds_per_subnet": round(per_subnet, 3),
+        "subnets_per_hour_without_measuring": round(3600 / per_subnet),
+        "measure_seconds_median_uncached_in_table": round(measure_s, 3),
+        "subnets_per_hour_with_measuring": round(3600 / (per_subnet + measure_s)),
+        "top5_by_inherited": [
+            {"arch": architectures[i], "inherited": round(inherited[i], 4), "standalone": round(own[i], 4)} for i in top
+        ],
+        "pairs": [
+            {"arch": a, "inherited": round(i, 4), "standalone": round(o, 4)}
+            for a, i, o in zip(architectures, inherited, own, strict=True)
+        ],
+    }
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    shown = {k: v for k, v in report.items() if k not in ("pairs", "history")}
+    print(json.dumps(shown, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The supernet strategy in the engine: its training, once per study, and the evaluation its
+trials use instead of training a network.
+
+A trial of a supernet study is an ordinary trial (sampled, planned, screened, measured by the
+same protocol and cache, deployed, stored), except that its network is the subnet taken out of
+the supernet with its inherited weights and its accuracy is that network's on the validation
+set after BatchNorm is re-estimated (`accuracy_source: supernet`). So `nas status`, `pareto`,
+the report and the dashboard read it like any study.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import optuna
+
+from nas.search.data import Dataset, pipeline
+from nas.search.engine.evaluation import EpochCallback, KerasEvaluation, TrialWork
+from nas.search.engine.events import SearchEvents
+from nas.search.engine.options import SearchOptions
+from nas.search.records import StudyAttr, TrialAttr
+from nas.search.space import SearchSpace
+from nas.search.space.elastic import ElasticSpace, elastic_space
+from nas.search.supernet.extract import extract, recalibrate
+from nas.search.supernet.network import Supernet
+from nas.search.supernet.train import SupernetTraining, load_checkpoint, train_supernet
+from nas.search.training import TrainResult
+from nas.storage import study_lock
+from nas.storage.paths import own_folder, safe_name
+from nas.storage.weights import default_artifact_root
+
+CHECKPOINT = "supernet.npz"
+
+
+@dataclass(frozen=True)
+class TrainedSupernet:
+    supernet: Supernet
+    elastic: ElasticSpace
+    training: SupernetTraining
+
+
+def checkpoint_path(options: SearchOptions, study_name: str) -> Path:
+    root = default_artifact_root(options.storage, options.artifacts)
+    return own_folder(root, safe_name(study_name, "study")) / CHECKPOINT
+
+
+def fixed_sampler(sampler: optuna.samplers.BaseSampler, elastic: ElasticSpace) -> optuna.samplers.BaseSampler:
+    """Trials sample only the elastic parameters; the training knobs are stored with the
+    values the supernet trained with, so every stored trial rebuilds with the space as it is."""
+    if not elastic.fixed:
+        return sampler
+    return optuna.samplers.PartialFixedSampler(elastic.fixed, sampler)
+
+
+def prepare_supernet(
+    study: optuna.Study,
+    storage: optuna.storages.RDBStorage,
+    space: SearchSpace,
+    options: SearchOptions,
+    events: SearchEvents,
+    data: Dataset,
+) -> TrainedSupernet:
+    """The study's trained supernet: trained here (or resumed from its last checkpoint) by the
+    first worker to get the supernet's lock; the others wait for it and load the result."""
+    elastic = elastic_space(space)
+    settings = space.spec.search.supernet
+    path = checkpoint_path(options, study.study_name)
+    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
+    supernet = Supernet(largest, seed=options.seed)
+    with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
+        training = SupernetTraining(settings.epochs)
+        if path.exists():
+            held = load_checkpoint(path, supernet)
+            training.done, training.history = held.done, held.history
+        if training.done >= training.epochs:
+            events.message(f"supernet: trained ({training.done} epochs), loaded from {path}")
+            return TrainedSupernet(supernet, elastic, training)
+        if training.done:
+            events.message(f"supernet: resuming from epoch {training.done} of {training.epochs} ({path})")
+        else:
+            events.message(
+                f"supernet: training {training.epochs} epochs (sandwich of 4 subnets per step), fixed: "
+                + ", ".join(f"{k}={v}" for k, v in elastic.fixed.items())
+            )
+
+        def on_epoch(epoch: int, epochs: int, figures: dict[str, float]) -> None:
+            record: dict[str, Any] = {
+                "epochs": epochs,
+                "done": epoch,
+                "history": training.history,
+                "fixed": elastic.fixed,
+                "checkpoint": str(path),
+            }
+            study.set_user_attr(StudyAttr.SUPERNET, record)
+            events.message(
+                f"supernet: epoch {epoch}/{epochs}, loss {figures['loss']:.3f}, train accuracy largest "
+                f"{figures['largest_accuracy']:.3f} smallest {figures['smallest_accuracy']:.3f} "
+                f"({figures['seconds']:.0f} s)"
+            )
+
+        train_supernet(supernet, elastic, data, training, path, seed=options.seed, on_epoch=on_epoch)
+    return TrainedSupernet(supernet, elastic, training)
+
+
+def calibration_batches(data: Dataset, batch_size: int, count: int) -> list[Any]:
+    """A fixed training subset: every subnet's statistics come from the same images."""
+    batches = []
+    for x, y in pipeline(data.x_train, data.y_train, batch_size, shuffle_seed=0):
+        batches.append((x, y))
+        if len(batches) == count:
+            break
+    return batches
+
+
+def evaluate(model: keras.Model, data: Dataset) -> tuple[float, float]:
+    """(validation loss, validation accuracy) of `model`."""
+    loss_sum, correct = 0.0, 0
+    for x, y in pipeline(data.x_val, data.y_val, 256, shuffle_seed=None):
+        probs = np.asarray(model(x, training=False))
+        labels = np.asarray(y)
+        picked = np.clip(probs[np.arange(len(labels)), labels], 1e-7, 1.0)
+        loss_sum += float(-np.log(picked).sum())
+        correct += int((probs.argmax(axis=-1) == labels).sum())
+    count = max(1, len(data.y_val))
+    return loss_sum / count, correct / count
+
+
+class SupernetEvaluation(KerasEvaluation):
+    """The seam for a supernet study: `build` extracts the subnet, `train` re-calibrates its
+    BatchNorm and scores it; measuring, deploying and keeping are the real ones."""
+
+    def __init__(self, space: SearchSpace, data: Dataset, trained: TrainedSupernet, **kwargs: Any) -> None:
+        super().__init__(space, data, **kwargs)
+        self.trained = trained
+        settings = space.spec.search.supernet
+        self.calibration = calibration_batches(
+            data, trained.supernet.candidate.batch_size, settings.calibration_batches
+        )
+
+    def build(self, work: TrialWork) -> None:
+        work.model = extract(self.trained.supernet, work.candidate)
+
+    def train(self, work: TrialWork, on_epoch: EpochCallback) -> TrainResult:
+        assert work.model is not None
+        started = time.perf_counter()
+        recalibrate(work.model, self.calibration)
+        loss, accuracy = evaluate(work.model, self.data)
+        seconds = round(time.perf_counter() - started, 4)
+        work.trial.set_user_attr(TrialAttr.ACCURACY_SOURCE, "supernet")
+        history = {"val_loss": [loss], "val_accuracy": [accuracy], "seconds": [seconds]}
+        return TrainResult(accuracy, loss, history, seconds, 0.0)

@@ -1,0 +1,168 @@
+"""What a weight-sharing supernet can share of a space, and the space its trials then sample.
+
+The supernet holds the space's largest network. A subnet chooses, per stage, how many blocks
+run (the first k), which kernel (the centre of the largest), which expansion (the first
+channels of the hidden layer) and whether squeeze-and-excitation runs, and one width (the
+first channels of every layer): those four families are elastic. Knobs that only training
+reads (learning rate, batch size, optimizer, dropout, precision) cannot differ between subnets
+that share one training, so each is fixed at one value for it. Post-training quantization acts
+on each subnet after it is extracted and stays searchable. Anything else that changes a
+network's structure (strides, filters, resolution, activations, pruning) has no shared form:
+such a space is refused, naming the parameter. No TensorFlow: `nas space show` reads this.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nas.errors import NasError
+from nas.search.space.loading import SearchSpace
+from nas.search.space.params import Param, shown
+
+ELASTIC_STAGE_FIELDS = ("depth", "kernel", "expansion", "se")
+ELASTIC_GLOBALS = ("width_multiplier",)
+# Where each training knob lives in the space file.
+TRAINING_KNOBS = {
+    "batch_size": "training",
+    "optimizer": "training",
+    "learning_rate": "training",
+    "dropout": "model",
+    "drop_connect_rate": "model",
+    "precision": "compute",
+    "xla": "compute",
+}
+SEARCHABLE_AFTER_TRAINING = ("quantization",)
+_STAGE_PARAM = re.compile(r"^(?:stage\d+|shared)\.(\w+)$")
+
+
+def is_elastic(name: str) -> bool:
+    match = _STAGE_PARAM.match(name)
+    return name in ELASTIC_GLOBALS or (match is not None and match.group(1) in ELASTIC_STAGE_FIELDS)
+
+
+def default_fixed(param: Param) -> Any:
+    """The value a training knob takes when the space file does not fix it: the first of a
+    choice, the middle of a range (geometric for a log range), to three significant digits."""
+    if param.fixed:
+        return param.value
+    if param.choices:
+        return param.choices[0]
+    assert param.low is not None and param.high is not None
+    middle = math.sqrt(param.low * param.high) if param.log else (param.low + param.high) / 2
+    if param.kind == "int":
+        return round(middle)
+    return float(f"{middle:.3g}")
+
+
+def _check_fixed(name: str, param: Param, value: Any) -> Any:
+    where = f"search.supernet.fixed.{name}"
+    if param.kind in ("int", "float") and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise NasError(f"{where}: expected a number, got {shown(value)}")
+    if param.choices and value not in param.choices:
+        raise NasError(f"{where}: {shown(value)} is not one of the space's values {list(param.choices)}")
+    if param.low is not None and param.high is not None and not param.low <= value <= param.high:
+        raise NasError(f"{where}: {shown(value)} is outside the space's range [{param.low:g}, {param.high:g}]")
+    if param.fixed and value != param.value:
+        raise NasError(f"{where}: the space fixes {name} at {shown(param.value)}")
+    return int(value) if param.kind == "int" else float(value) if param.kind == "float" else value
+
+
+@dataclass(frozen=True)
+class ElasticSpace:
+    """A space as a supernet strategy sees it."""
+
+    space: SearchSpace  # the space with every training knob fixed: what trials sample
+    elastic: tuple[str, ...]  # the searchable parameters the supernet shares
+    fixed: dict[str, Any]  # training knob -> the value the supernet trains with (searchable ones)
+    largest: dict[str, Any]  # the elastic parameters' values of the largest subnet
+    smallest: dict[str, Any]
+
+    def random_params(self, rng: np.random.Generator) -> dict[str, Any]:
+        """A subnet drawn uniformly, parameter by parameter, conditions respected."""
+        values: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for name, p in self.space.parameters().items():
+            if not p.active(values):
+                continue
+            value = p.value if p.fixed else _draw(p, rng)
+            values[name] = value
+            if not p.fixed:
+                out[name] = value
+        return out
+
+
+def _draw(p: Param, rng: np.random.Generator) -> Any:
+    if p.choices:
+        return p.choices[int(rng.integers(len(p.choices)))]
+    if p.kind == "int":
+        return p.values()[int(rng.integers(len(p.values())))]
+    assert p.low is not None and p.high is not None
+    if p.log:
+        return float(math.exp(rng.uniform(math.log(p.low), math.log(p.high))))
+    return float(rng.uniform(p.low, p.high))
+
+
+def _extreme(p: Param, largest: bool) -> Any:
+    if p.choices:
+        return max(p.choices) if largest else min(p.choices)
+    return p.high if largest else p.low
+
+
+def elastic_space(space: SearchSpace) -> ElasticSpace:
+    """The supernet's view of `space`; NasError (exit 2) names a parameter it cannot share."""
+    if space.spec.search.early_stopping.method != "none":
+        raise NasError("search.early_stopping: a supernet's trials train nothing to stop; set method: none")
+    chosen = dict(space.spec.search.supernet.fixed)
+    params = space.parameters()
+    for name in chosen:
+        if name not in TRAINING_KNOBS:
+            raise NasError(f"search.supernet.fixed.{name}: not a training knob (those are {', '.join(TRAINING_KNOBS)})")
+    fixed: dict[str, Any] = {}
+    elastic: list[str] = []
+    for name, p in params.items():
+        if name in TRAINING_KNOBS:
+            if name in chosen:
+                fixed[name] = _check_fixed(name, p, chosen[name])
+            elif not p.fixed:
+                fixed[name] = default_fixed(p)
+            continue
+        if p.fixed:
+            if name == "pruning.method" and p.value != "none":
+                raise NasError("pruning.method: a supernet's subnets cannot be pruned (set method: none)")
+            continue
+        if name in SEARCHABLE_AFTER_TRAINING:
+            continue
+        if not is_elastic(name):
+            raise NasError(
+                f"{name}: a supernet cannot share this choice (elastic: depth, kernel, expansion, se, "
+                "width_multiplier); fix it or use search.strategy: trials"
+            )
+        if name.endswith(".expansion") and p.discrete and 1.0 in p.values():
+            raise NasError(
+                f"{name}: expansion 1 drops the expansion convolution, which other expansions share; "
+                "leave 1 out of the choice"
+            )
+        elastic.append(name)
+    if not elastic:
+        raise NasError(
+            "search.strategy: supernet needs at least one elastic choice (depth, kernel, expansion, se, width)"
+        )
+    narrowed = _with_fixed(space, fixed)
+    largest = {name: _extreme(params[name], True) for name in elastic}
+    smallest = {name: _extreme(params[name], False) for name in elastic}
+    return ElasticSpace(narrowed, tuple(elastic), fixed, largest, smallest)
+
+
+def _with_fixed(space: SearchSpace, fixed: dict[str, Any]) -> SearchSpace:
+    spec = space.spec
+    parts = {"training": spec.training, "model": spec.model, "compute": spec.compute}
+    for name, value in fixed.items():
+        section = TRAINING_KNOBS[name]
+        current: Param = getattr(parts[section], name)
+        parts[section] = parts[section].model_copy(update={name: Param(current.kind, value=value)})
+    return SearchSpace(spec.model_copy(update=parts), space.source, space.document)

@@ -1,0 +1,222 @@
+"""The supernet: the largest network of an elastic space, run as any of its subnets.
+
+One set of weights, shaped as the largest plan. A subnet is given as masks (`SubnetMasks`):
+ones on the first k channels of each layer, a kernel mask that keeps the centre of the largest
+kernel, and 0/1 switches for the blocks past a stage's depth, for squeeze-and-excitation and
+for residual connections. Every mask is applied after a layer's BatchNormalization and
+activation, so a masked channel is exactly zero where the next layer reads it: the supernet
+in a configuration computes what the extracted subnet (extract.py) computes. The masks are
+tensors of fixed shapes, so one traced training step serves every subnet; the forward pass is
+written on TensorFlow's ops because Keras layers cannot take per-call channel masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+
+from nas.search.nets import NetworkPlan, plan_network
+from nas.search.nets.build import BN_MOMENTUM
+from nas.search.nets.plan import BlockPlan
+from nas.search.runtime import import_tensorflow
+from nas.search.space import Candidate
+
+BN_EPSILON = 1e-3  # Keras' BatchNormalization default, which the extracted subnet uses
+
+
+@dataclass(frozen=True)
+class _BN:
+    gamma: Any
+    beta: Any
+    mean: Any
+    variance: Any
+
+    def weights(self) -> list[Any]:
+        # Keras' BatchNormalization.get_weights order.
+        return [self.gamma, self.beta, self.mean, self.variance]
+
+
+def _masks_of(largest: NetworkPlan, plan: NetworkPlan) -> dict[str, np.ndarray]:
+    """Masks that make the largest plan compute `plan` (same family and stages)."""
+
+    def first(n: int, size: int, what: str) -> np.ndarray:
+        if n > size:
+            raise ValueError(f"{what}: {n} channels, more than the supernet's {size}")
+        return (np.arange(size) < n).astype(np.float32)
+
+    out = {"stem": first(plan.stem_ch, largest.stem_ch, "stem"), "head": first(plan.head_ch, largest.head_ch, "head")}
+    chosen = {b.name: b for b in plan.blocks}
+    for big in largest.blocks:
+        b = chosen.get(big.name)
+        if b is None:  # past the subnet's depth: the block passes its input on
+            out[f"{big.name}/on"] = np.array(0.0, np.float32)
+            b = big
+        else:
+            out[f"{big.name}/on"] = np.array(1.0, np.float32)
+        out[f"{big.name}/hidden"] = first(b.hidden, big.hidden, big.name)
+        out[f"{big.name}/out"] = first(b.out_ch, big.out_ch, big.name)
+        out[f"{big.name}/res"] = np.array(1.0 if b.residual else 0.0, np.float32)
+        edge = (big.kernel - b.kernel) // 2
+        kernel = np.zeros((big.kernel, big.kernel, 1, 1), np.float32)
+        kernel[edge : big.kernel - edge, edge : big.kernel - edge] = 1.0
+        out[f"{big.name}/kernel"] = kernel
+        if big.se_ch:
+            out[f"{big.name}/se"] = first(b.se_ch, big.se_ch, big.name)
+            out[f"{big.name}/se_on"] = np.array(1.0 if b.se_ch else 0.0, np.float32)
+    return out
+
+
+class Supernet:
+    """Weights of the largest subnet of `largest`, named as build_plan names its layers."""
+
+    def __init__(self, largest: Candidate, *, seed: int = 0) -> None:
+        self.candidate = largest
+        self.plan = plan_network(largest)
+        self.tf = import_tensorflow()
+        keras.utils.set_random_seed(seed)
+        self.layers: dict[str, list[Any]] = {}
+        self.bn: dict[str, _BN] = {}
+        net = self.plan
+        self._conv("stem_conv", (3, 3, net.channels, net.stem_ch))
+        self._bn("stem_bn", net.stem_ch)
+        for b in net.blocks:
+            if b.expand:
+                self._conv(f"{b.name}_expand_conv", (1, 1, b.in_ch, b.hidden))
+                self._bn(f"{b.name}_expand_bn", b.hidden)
+            self._conv(f"{b.name}_dw", (b.kernel, b.kernel, b.hidden, 1))
+            self._bn(f"{b.name}_dw_bn", b.hidden)
+            if b.se_ch:
+                self._conv(f"{b.name}_se_reduce", (1, 1, b.hidden, b.se_ch), bias=True)
+                self._conv(f"{b.name}_se_expand", (1, 1, b.se_ch, b.hidden), bias=True)
+            self._conv(f"{b.name}_project_conv", (1, 1, b.hidden, b.out_ch))
+            self._bn(f"{b.name}_project_bn", b.out_ch)
+        last = net.blocks[-1].out_ch if net.blocks else net.stem_ch
+        self._conv("head_conv", (1, 1, last, net.head_ch))
+        self._bn("head_bn", net.head_ch)
+        features = net.head_ch
+        if net.head_hidden:
+            self._conv("head_hidden", (net.head_ch, net.head_hidden), bias=True)
+            features = net.head_hidden
+        self._conv("logits", (features, net.classes), bias=True)
+        self.resize = (
+            keras.layers.Resizing(net.resolution, net.resolution, name="resize")
+            if net.resolution != net.input_size
+            else None
+        )
+
+    # --- weights ------------------------------------------------------------------------
+
+    def _conv(self, name: str, shape: tuple[int, ...], *, bias: bool = False) -> None:
+        init = keras.initializers.GlorotUniform()
+        weights = [keras.Variable(init(shape), name=f"{name}_kernel")]
+        if bias:
+            weights.append(keras.Variable(np.zeros(shape[-1], np.float32), name=f"{name}_bias"))
+        self.layers[name] = weights
+
+    def _bn(self, name: str, size: int) -> None:
+        ones, zeros = np.ones(size, np.float32), np.zeros(size, np.float32)
+        bn = _BN(
+            keras.Variable(ones, name=f"{name}_gamma"),
+            keras.Variable(zeros, name=f"{name}_beta"),
+            keras.Variable(zeros, name=f"{name}_mean", trainable=False),
+            keras.Variable(ones, name=f"{name}_variance", trainable=False),
+        )
+        self.bn[name] = bn
+        self.layers[name] = bn.weights()
+
+    def variables(self) -> Iterator[tuple[str, Any]]:
+        """(layer/index, variable) for every weight, in a fixed order (checkpoints)."""
+        for name, weights in self.layers.items():
+            for i, w in enumerate(weights):
+                yield f"{name}/{i}", w
+
+    @property
+    def trainable_variables(self) -> list[Any]:
+        return [w for _, w in self.variables() if w.trainable]
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        return {key: np.asarray(w.numpy()) for key, w in self.variables()}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        for key, w in self.variables():
+            w.assign(state[key])
+
+    # --- subnets ------------------------------------------------------------------------
+
+    def masks(self, plan: NetworkPlan) -> dict[str, np.ndarray]:
+        return _masks_of(self.plan, plan)
+
+    def stacked_masks(self, plans: list[NetworkPlan]) -> dict[str, np.ndarray]:
+        """The masks of several subnets stacked on a first axis (one traced step runs them all)."""
+        each = [self.masks(p) for p in plans]
+        return {key: np.stack([m[key] for m in each]) for key in each[0]}
+
+    # --- forward ------------------------------------------------------------------------
+
+    def _norm(self, name: str, x: Any, training: bool) -> Any:
+        tf, bn = self.tf, self.bn[name]
+        if training:
+            mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
+            bn.mean.assign(BN_MOMENTUM * bn.mean + (1.0 - BN_MOMENTUM) * mean)
+            bn.variance.assign(BN_MOMENTUM * bn.variance + (1.0 - BN_MOMENTUM) * variance)
+        else:
+            mean, variance = bn.mean, bn.variance
+        return (x - mean) * tf.math.rsqrt(variance + BN_EPSILON) * bn.gamma + bn.beta
+
+    def _conv2d(self, name: str, x: Any, stride: int = 1) -> Any:
+        return self.tf.nn.conv2d(x, self.layers[name][0], strides=stride, padding="SAME")
+
+    def _block(self, b: BlockPlan, x: Any, m: dict[str, Any], training: bool) -> Any:
+        tf, net = self.tf, self.plan
+        act = keras.activations.get(b.activation)
+        hidden = m[f"{b.name}/hidden"]
+        h = x
+        if b.expand:
+            h = act(self._norm(f"{b.name}_expand_bn", self._conv2d(f"{b.name}_expand_conv", h), training)) * hidden
+        kernel = self.layers[f"{b.name}_dw"][0] * m[f"{b.name}/kernel"]
+        h = tf.nn.depthwise_conv2d(h, kernel, strides=[1, b.stride, b.stride, 1], padding="SAME")
+        h = act(self._norm(f"{b.name}_dw_bn", h, training)) * hidden
+        if b.se_ch:
+            assert net.gate is not None
+            squeeze_act = keras.activations.get(net.se_activation or b.activation)
+            reduce_k, reduce_b = self.layers[f"{b.name}_se_reduce"]
+            expand_k, expand_b = self.layers[f"{b.name}_se_expand"]
+            s = tf.reduce_mean(h, axis=[1, 2], keepdims=True)
+            s = squeeze_act(tf.nn.conv2d(s, reduce_k, 1, "SAME") + reduce_b) * m[f"{b.name}/se"]
+            gate = keras.activations.get(net.gate)(tf.nn.conv2d(s, expand_k, 1, "SAME") + expand_b)
+            on = m[f"{b.name}/se_on"]
+            h = h * (on * gate + (1.0 - on))
+        h = self._norm(f"{b.name}_project_bn", self._conv2d(f"{b.name}_project_conv", h), training) * m[f"{b.name}/out"]
+        if b.stride == 1:
+            # A residual connection wherever some subnet has one (the same width in and out).
+            shortcut = x[..., : b.out_ch]
+            if b.in_ch < b.out_ch:
+                shortcut = tf.pad(shortcut, [[0, 0], [0, 0], [0, 0], [0, b.out_ch - b.in_ch]])
+            h = h + m[f"{b.name}/res"] * shortcut
+        if b.in_ch == b.out_ch and b.stride == 1:
+            on = m[f"{b.name}/on"]
+            h = on * h + (1.0 - on) * x
+        return h
+
+    def __call__(self, x: Any, m: dict[str, Any], *, training: bool = False) -> Any:
+        """Class probabilities of the subnet the masks `m` describe."""
+        tf, net = self.tf, self.plan
+        act = keras.activations.get(net.activation)
+        if self.resize is not None:
+            x = self.resize(x)
+        x = act(self._norm("stem_bn", self._conv2d("stem_conv", x, net.stem_stride), training)) * m["stem"]
+        for b in net.blocks:
+            x = self._block(b, x, m, training)
+        x = act(self._norm("head_bn", self._conv2d("head_conv", x), training)) * m["head"]
+        x = tf.reduce_mean(x, axis=[1, 2])
+        if net.head_hidden:
+            kernel, bias = self.layers["head_hidden"]
+            x = act(tf.matmul(x, kernel) + bias)
+        if training and net.dropout > 0:
+            x = tf.nn.dropout(x, rate=net.dropout)
+        kernel, bias = self.layers["logits"]
+        return tf.nn.softmax(tf.cast(tf.matmul(x, kernel) + bias, tf.float32))

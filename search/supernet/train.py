@@ -1,0 +1,139 @@
+"""Training the supernet: the sandwich rule with in-place distillation, a checkpoint per epoch.
+
+Each step trains the largest subnet on the labels, and the smallest and two random subnets on
+the largest's predictions (BigNAS' sandwich rule and in-place distillation): the gradients of
+all four are summed into one update of the shared weights. After every epoch the weights and
+the optimizer's state are written to one checkpoint file (atomically), so a killed training
+resumes from its last finished epoch with the same state it would have had.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from nas.search.data import Dataset, pipeline
+from nas.search.nets import NetworkPlan, plan_network
+from nas.search.space.elastic import ElasticSpace
+from nas.search.supernet.network import Supernet
+from nas.search.training.train import make_optimizer
+
+SANDWICH = 4  # largest, smallest and two random subnets per step
+EpochCallback = Callable[[int, int, dict[str, float]], None]
+
+
+@dataclass
+class SupernetTraining:
+    epochs: int
+    done: int = 0  # epochs finished (and checkpointed)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def _optimizer_for(supernet: Supernet, steps: int) -> Any:
+    c = supernet.candidate
+    optimizer = make_optimizer(c.optimizer, c.learning_rate, steps)
+    optimizer.build(supernet.trainable_variables)
+    return optimizer
+
+
+def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: SupernetTraining) -> None:
+    arrays = {f"w:{key}": value for key, value in supernet.get_state().items()}
+    arrays |= {f"o:{i}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
+    arrays["done"] = np.array(training.done, np.int64)
+    arrays["history"] = np.array(json.dumps(training.history))
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, allow_pickle=False, **arrays)
+    os.replace(tmp, path)  # a kill mid-write leaves the previous epoch's checkpoint whole
+
+
+def load_checkpoint(path: Path, supernet: Supernet, optimizer: Any | None = None) -> SupernetTraining:
+    """Restore the weights (and the optimizer's state); the training as far as the file holds it."""
+    with np.load(path) as data:
+        supernet.set_state({key[2:]: data[key] for key in data.files if key.startswith("w:")})
+        if optimizer is not None:
+            for i, v in enumerate(optimizer.variables):
+                v.assign(data[f"o:{i}"])
+        history = json.loads(str(data["history"]))
+        return SupernetTraining(epochs=0, done=int(data["done"]), history=history)
+
+
+def train_supernet(
+    supernet: Supernet,
+    elastic: ElasticSpace,
+    data: Dataset,
+    training: SupernetTraining,
+    checkpoint: Path,
+    *,
+    seed: int,
+    on_epoch: EpochCallback = lambda *_: None,
+) -> SupernetTraining:
+    """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
+    checkpoint after each epoch."""
+    tf = supernet.tf
+    c = supernet.candidate
+    steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
+    optimizer = _optimizer_for(supernet, steps_per_epoch * training.epochs)
+    if checkpoint.exists():
+        # The file is written before the study records the epoch: it is the one to trust.
+        held = load_checkpoint(checkpoint, supernet, optimizer)
+        training.done, training.history = held.done, held.history
+    variables = supernet.trainable_variables
+    probe = supernet.masks(supernet.plan)
+    spec = {k: tf.TensorSpec([SANDWICH, *np.shape(v)], tf.float32) for k, v in probe.items()}
+    signature = [tf.TensorSpec([None, *data.x_train.shape[1:]], tf.float32), tf.TensorSpec([None], tf.int32), spec]
+
+    # No autograph: the step has no tensor-dependent Python control flow to convert.
+    @tf.function(input_signature=signature, autograph=False)  # type: ignore[untyped-decorator]
+    def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
+        with tf.GradientTape() as tape:
+            teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True)
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
+            soft = tf.stop_gradient(teacher)
+            correct = [tf.reduce_sum(tf.cast(tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y), tf.float32))]
+            for i in range(1, SANDWICH):
+                student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True)
+                loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
+                hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
+                correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss, tf.stack(correct)
+
+    def plan(params: dict[str, Any]) -> NetworkPlan:
+        return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
+
+    largest, smallest = plan(elastic.largest), plan(elastic.smallest)
+    for epoch in range(training.done + 1, training.epochs + 1):
+        t0 = time.perf_counter()
+        # Seeded by epoch: a resumed training draws the subnets an unbroken one would have.
+        rng = np.random.default_rng([seed, epoch])
+        total, seen, hits = 0.0, 0, np.zeros(SANDWICH)
+        for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
+            drawn = [plan(elastic.random_params(rng)) for _ in range(SANDWICH - 2)]
+            masks = supernet.stacked_masks([largest, smallest, *drawn])
+            loss, correct = step(x, y, masks)
+            total += float(loss) * int(y.shape[0])
+            seen += int(y.shape[0])
+            hits += correct.numpy()
+        loss = total / max(seen, 1)
+        if not math.isfinite(loss):
+            raise ValueError(f"the supernet's training loss became {loss} in epoch {epoch}")
+        figures = {
+            "loss": round(loss, 5),
+            "largest_accuracy": round(float(hits[0]) / max(seen, 1), 5),
+            "smallest_accuracy": round(float(hits[1]) / max(seen, 1), 5),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        training.done = epoch
+        training.history.append(figures)
+        save_checkpoint(checkpoint, supernet, optimizer, training)
+        on_epoch(epoch, training.epochs, figures)
+    return training

@@ -1,0 +1,212 @@
+"""The supernet strategy: subnets taken out of the supernet compute what the supernet computes
+in that configuration, with the plan's params and FLOPs; BatchNorm re-calibration changes only
+the statistics; a space it cannot share is refused; its training survives kill -9 and its
+search resumes and exports like any study."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pytest
+import yaml
+
+from ..helpers import QUICK_MEASURE, StderrLines, run_cli, start_nas
+
+
+def _space(**search: Any) -> dict[str, Any]:
+    return {
+        "name": "elastic",
+        "dataset": {"source": "digits", "image_size": 8, "subset": 300, "validation_fraction": 0.3, "seed": 0},
+        "model": {
+            "family": "mobilenet_v2",
+            "width_multiplier": {"choice": [0.5, 1.0]},
+            "stem_filters": 8,
+            "stem_stride": 1,
+            "head_filters": 32,
+            "dropout": {"choice": [0.0, 0.2]},
+            "stages": [
+                {"filters": 8, "stride": 1, "depth": 1, "kernel": 3, "expansion": 1},
+                {
+                    "filters": 16,
+                    "stride": 2,
+                    "depth": {"int": [1, 2]},
+                    "kernel": {"choice": [3, 5]},
+                    "expansion": {"choice": [3, 6]},
+                    "se": {"choice": [False, True]},
+                },
+                {"filters": 24, "stride": 2, "depth": {"int": [1, 3]}, "kernel": {"choice": [3, 5]}, "se": True},
+            ],
+        },
+        "training": {"epochs": 2, "batch_size": {"choice": [32, 64]}, "learning_rate": {"float": [0.001, 0.01]}},
+        "measure": QUICK_MEASURE,
+        "search": {"trials": 3, "strategy": "supernet", "supernet": {"epochs": 3, "calibration_batches": 2}, **search},
+    }
+
+
+def _elastic(**search: Any) -> Any:
+    from nas.search.space import space_from_dict
+    from nas.search.space.elastic import elastic_space
+
+    return elastic_space(space_from_dict(_space(**search)))
+
+
+def test_the_space_splits_into_elastic_choices_and_fixed_training_knobs() -> None:
+    elastic = _elastic(supernet={"fixed": {"learning_rate": 0.002}})
+    assert set(elastic.elastic) == {
+        "width_multiplier",
+        "stage1.depth",
+        "stage1.kernel",
+        "stage1.expansion",
+        "stage1.se",
+        "stage2.depth",
+        "stage2.kernel",
+    }
+    # The first of a choice, the value the space file gives.
+    assert elastic.fixed == {"dropout": 0.0, "batch_size": 32, "learning_rate": 0.002}
+    assert elastic.largest["stage2.depth"] == 3 and elastic.smallest["stage2.depth"] == 1
+    assert elastic.largest["width_multiplier"] == 1.0 and elastic.largest["stage1.se"] is True
+    drawn = elastic.random_params(np.random.default_rng(0))
+    assert set(drawn) == set(elastic.elastic)
+
+
+def test_subnets_compute_what_the_supernet_computes_with_the_plans_params_and_flops() -> None:
+    from nas.search.nets import count_flops, plan_network
+    from nas.search.supernet.extract import extract
+    from nas.search.supernet.network import Supernet
+
+    elastic = _elastic()
+    space = elastic.space
+    supernet = Supernet(space.candidate(elastic.largest, num_classes=10, channels=1), seed=0)
+    rng = np.random.default_rng(1)
+    for bn in supernet.bn.values():  # statistics that are not the identity, so slicing them shows
+        size = bn.mean.shape
+        bn.mean.assign(rng.normal(0, 0.2, size).astype("float32"))
+        bn.variance.assign(rng.uniform(0.5, 2.0, size).astype("float32"))
+        bn.beta.assign(rng.normal(0, 0.2, size).astype("float32"))
+    x = rng.random((6, 8, 8, 1)).astype("float32")
+    configurations = [elastic.largest, elastic.smallest] + [elastic.random_params(rng) for _ in range(4)]
+    seen = set()
+    for params in configurations:
+        candidate = space.candidate(params, num_classes=10, channels=1)
+        plan = plan_network(candidate)
+        subnet = extract(supernet, candidate)
+        assert subnet.count_params() == plan.params() and count_flops(subnet) == plan.flops()
+        expected = np.asarray(supernet(x, supernet.masks(plan)))
+        np.testing.assert_allclose(np.asarray(subnet(x, training=False)), expected, atol=1e-5)
+        seen.add(plan.params())
+    assert len(seen) >= 4  # the configurations really differ
+
+
+def test_recalibration_changes_only_the_statistics_to_their_average_over_the_batches() -> None:
+    import keras
+
+    from nas.search.supernet.extract import extract, recalibrate
+    from nas.search.supernet.network import Supernet
+
+    elastic = _elastic()
+    candidate = elastic.space.candidate(elastic.smallest, num_classes=10, channels=1)
+    subnet = extract(Supernet(elastic.space.candidate(elastic.largest, num_classes=10, channels=1)), candidate)
+    rng = np.random.default_rng(2)
+    batches = [(rng.random((16, 8, 8, 1)).astype("float32"), None) for _ in range(3)]
+    trained = [np.array(w.numpy()) for w in subnet.trainable_weights]
+    assert recalibrate(subnet, batches) == 3
+    for w, before in zip(subnet.trainable_weights, trained, strict=True):
+        np.testing.assert_array_equal(np.asarray(w.numpy()), before)
+    # The stem's statistics: the average of each batch's mean and variance of its convolution.
+    stem = subnet.get_layer("stem_bn")
+    probe = keras.Model(subnet.input, subnet.get_layer("stem_conv").output)
+    outputs = [np.asarray(probe(x)) for x, _ in batches]
+    np.testing.assert_allclose(
+        stem.moving_mean.numpy(), np.mean([o.mean(axis=(0, 1, 2)) for o in outputs], 0), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        stem.moving_variance.numpy(), np.mean([o.var(axis=(0, 1, 2)) for o in outputs], 0), rtol=1e-4, atol=1e-6
+    )
+    assert stem.momentum == 0.9  # put back
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"model": {"resolution": {"choice": [8, 16]}}}, "resolution: a supernet cannot share"),
+        ({"stage": {"expansion": {"choice": [1, 6]}}}, "stage1.expansion: expansion 1"),
+        ({"search": {"early_stopping": {"method": "asha"}}}, "search.early_stopping"),
+        ({"search": {"supernet": {"fixed": {"width_multiplier": 0.5}}}}, "search.supernet.fixed.width_multiplier"),
+        ({"search": {"supernet": {"fixed": {"learning_rate": 5.0}}}}, "outside the space's range"),
+    ],
+)
+def test_a_space_it_cannot_share_is_refused_with_exit_2(tmp_path: Path, change: dict[str, Any], named: str) -> None:
+    space = _space()
+    space["model"].update(change.get("model", {}))
+    space["model"]["stages"][1].update(change.get("stage", {}))
+    for key, value in change.get("search", {}).items():
+        space["search"][key] = {**space["search"].get(key, {}), **value}
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    result = run_cli("space", "show", str(path), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], result.stderr
+
+
+def test_space_show_lists_the_strategy_and_the_fixed_knobs(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(_space()))
+    result = run_cli("space", "show", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "Search strategy: supernet, 3 epochs of sandwich training" in text
+    assert "elastic: width_multiplier, stage1.depth," in text
+    assert "fixed for the supernet: dropout=0.0, batch_size=32, learning_rate=0.0055" in text
+
+
+@pytest.mark.slow
+def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_finishes(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    space = _space(supernet={"epochs": 2, "calibration_batches": 2, "fixed": {"learning_rate": 0.01}})
+    space["measure"] = {**space["measure"], "confirm": False}
+    path.write_text(yaml.safe_dump(space))
+    storage = f"sqlite:///{tmp_path / 'nas.db'}"
+    process = start_nas("search", str(path), "--storage", storage, cwd=tmp_path)
+    lines = StderrLines(process)
+    try:
+        lines.wait_for("supernet: epoch 1/2")
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    first = optuna.load_study(study_name="elastic", storage=storage).user_attrs["supernet"]
+    assert first["done"] == 1 and not optuna.load_study(study_name="elastic", storage=storage).trials
+
+    # The kill needed a process of its own; the resumes are searches like any (in this one).
+    resumed = run_cli("search", str(path), "--storage", storage, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "supernet: resuming from epoch 1 of 2" in resumed.stderr + resumed.stdout
+    study = optuna.load_study(study_name="elastic", storage=storage)
+    record = study.user_attrs["supernet"]
+    assert record["done"] == 2 and record["history"][:1] == first["history"]
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3
+    assert all(t.user_attrs["accuracy_source"] == "supernet" for t in done)
+    # Trials store the training knobs the supernet trained with, so they rebuild as they are.
+    assert all(t.params["batch_size"] == 32 and t.params["dropout"] == 0.0 for t in done)
+    assert max(t.values[0] for t in done) > 0.25  # inherited weights after 14 steps; chance is 0.1
+
+    # Resumed once more: the supernet is loaded, not trained again, and the budget grows.
+    again = run_cli("search", str(path), "--storage", storage, "--trials", "4", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "supernet: trained (2 epochs), loaded from" in again.stderr + again.stdout
+    study = optuna.load_study(study_name="elastic", storage=storage)
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+
+    # The front's subnets export through the same converters and parity checks as any trial.
+    out = tmp_path / "exported"
+    exported = run_cli("export", "elastic", "--storage", storage, "--format", "tflite", "--out", str(out), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["passed"] is True and manifest["trials"]
+    assert all(r["parity"]["passed"] for r in manifest["trials"])
