@@ -63,10 +63,9 @@ class TrialAttr(StrEnum):
     # position, competitors, kept); a trial stopped at a rung is PRUNED with EARLY_STOPPED
     RUNGS = "rungs"
     EARLY_STOPPED = "early_stopped"  # rung, epoch, accuracy so far, position, competitors, kept
-    # Where the accuracy comes from: "trained" (absent on older studies) or "supernet" (inherited
-    # weights, BatchNorm re-calibrated); FINETUNED: the front's subnet trained on from them
+    # Where the accuracy comes from: absent when the trial trained its network, "supernet" when
+    # it inherited the supernet's weights (BatchNorm re-calibrated)
     ACCURACY_SOURCE = "accuracy_source"
-    FINETUNED = "finetuned"
 
 
 class TunerAttr(StrEnum):

@@ -166,7 +166,7 @@ def show(
     if strategy["strategy"] == "supernet":
         out.print(
             f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training, BatchNorm re-calibrated "
-            f"on {strategy['calibration_batches']} batches, front fine-tuned {strategy['finetune_epochs']} epochs; "
+            f"on {strategy['calibration_batches']} batches; "
             f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
             + (", ".join(f"{k}={v}" for k, v in strategy["fixed"].items()) or "nothing"),
             highlight=False,

@@ -182,9 +182,6 @@ class SupernetSpec(Spec):
     calibration_batches: int = Field(
         8, ge=1, le=10000, description="training batches that re-estimate a subnet's BatchNorm statistics"
     )
-    finetune_epochs: int = Field(
-        2, ge=0, le=10000, description="epochs each front subnet is fine-tuned from its inherited weights"
-    )
     # The knobs a supernet cannot share (training hyperparameters, batch size, precision): the
     # value each is fixed at for the supernet's training; unset ones take the rule in elastic.py.
     fixed: dict[str, Any] = Field(default_factory=dict, description="values of the knobs that are not elastic")
