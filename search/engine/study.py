@@ -49,6 +49,12 @@ def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: st
     stored = study.user_attrs.get(StudyAttr.SPACE)
     if stored is None:
         raise NasError(f"study '{name}' exists but was not created by nas; choose another {{study}} name")
+    was, now = stored.get("search", {}).get("strategy", "trials"), space.spec.search.strategy
+    if was != now:
+        raise NasError(
+            f"study '{name}' was searched with search.strategy {was}, not {now}; "
+            "use {study} NEW_NAME for the other strategy"
+        )
     if json.dumps(stored, sort_keys=True) != space.fingerprint():
         raise NasError(
             f"study '{name}' was created from a different space "

@@ -28,7 +28,7 @@ from nas.search.space import SearchSpace
 from nas.search.space.elastic import ElasticSpace, elastic_space
 from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import SupernetTraining, load_checkpoint, train_supernet
+from nas.search.supernet.train import SupernetTraining, checkpoint_progress, load_checkpoint, train_supernet
 from nas.search.training import TrainResult
 from nas.storage import study_lock
 from nas.storage.paths import own_folder, safe_name
@@ -75,9 +75,10 @@ def prepare_supernet(
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
         training = SupernetTraining(settings.epochs)
         if path.exists():
-            held = load_checkpoint(path, supernet)
+            held = checkpoint_progress(path)
             training.done, training.history = held.done, held.history
         if training.done >= training.epochs:
+            load_checkpoint(path, supernet)  # an unfinished one train_supernet loads, with the optimizer
             events.message(f"supernet: trained ({training.done} epochs), loaded from {path}")
             return TrainedSupernet(supernet, elastic, training)
         if training.done:

@@ -272,10 +272,14 @@ class SearchSpace:
         return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source, self.document)
 
     def fingerprint(self) -> str:
-        """What must not change under a running study: everything but `name` and `search`."""
+        """What must not change under a running study: everything but `name` and the search's
+        budget and sampler; the strategy and the supernet's settings are in it, since a
+        supernet study's trials are scored by weights those settings trained."""
         # Defaults left out: a later version that adds a knob with a default does not make
-        # every existing study look changed.
+        # every existing study look changed (a `trials` study's fingerprint has no `search`).
         data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
+        if self.spec.search.strategy == "supernet":
+            data["search"] = self.spec.search.model_dump(mode="json", include={"strategy", "supernet"})
         return json.dumps(_plain(data), sort_keys=True)
 
 

@@ -55,6 +55,12 @@ def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: Su
     os.replace(tmp, path)  # a kill mid-write leaves the previous epoch's checkpoint whole
 
 
+def checkpoint_progress(path: Path) -> SupernetTraining:
+    """The epochs a checkpoint holds, without reading its weights (an npz reads keys lazily)."""
+    with np.load(path) as data:
+        return SupernetTraining(epochs=0, done=int(data["done"]), history=json.loads(str(data["history"])))
+
+
 def load_checkpoint(path: Path, supernet: Supernet, optimizer: Any | None = None) -> SupernetTraining:
     """Restore the weights (and the optimizer's state); the training as far as the file holds it."""
     with np.load(path) as data:

@@ -165,6 +165,25 @@ def test_space_show_lists_the_strategy_and_the_fixed_knobs(tmp_path: Path) -> No
     assert "fixed for the supernet: dropout=0.0, batch_size=32, learning_rate=0.0055" in text
 
 
+def test_a_study_resumes_only_with_its_strategy_and_supernet_settings(tmp_path: Path) -> None:
+    from nas.errors import NasError
+    from nas.search.engine.study import open_study
+    from nas.search.space import space_from_dict
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'nas.db'}")
+    trials, supernet = space_from_dict(_space(strategy="trials")), space_from_dict(_space())
+    open_study(trials, storage, "by-trials")
+    open_study(space_from_dict(_space(strategy="trials", trials=9)), storage, "by-trials")  # budget may grow
+    with pytest.raises(NasError, match=r"searched with search\.strategy trials, not supernet"):
+        open_study(supernet, storage, "by-trials")
+    open_study(supernet, storage, "by-supernet")
+    with pytest.raises(NasError, match=r"searched with search\.strategy supernet, not trials"):
+        open_study(trials, storage, "by-supernet")
+    # Its trials are scored by weights these settings trained: other settings are another study.
+    with pytest.raises(NasError, match="created from a different space"):
+        open_study(space_from_dict(_space(supernet={"epochs": 5, "calibration_batches": 2})), storage, "by-supernet")
+
+
 @pytest.mark.slow
 def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_finishes(tmp_path: Path) -> None:
     path = tmp_path / "space.yaml"
