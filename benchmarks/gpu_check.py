@@ -56,6 +56,8 @@ from nas.search.space import Candidate, StagePlan
 from nas.search.training import make_optimizer, precision_policy
 from nas.search.training.train import _Steps
 
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
 
 def networks() -> dict[str, Candidate]:
     small = Candidate(
@@ -139,13 +141,15 @@ def train_step_ms(model: keras.Model, precision: str, xla: bool, batch: int, cla
     return (time.perf_counter() - started) / steps * 1000
 
 
-def network_rows(device: dict[str, Any], batch: int, cpu: bool, names: list[str]) -> list[dict[str, Any]]:
+def network_rows(
+    device: dict[str, Any], batch: int, cpu: bool, names: list[str], precisions: list[str]
+) -> list[dict[str, Any]]:
     skip = dict(unsupported_precisions(device))
     rows: list[dict[str, Any]] = []
     for name, candidate in networks().items():
         if name not in names:
             continue
-        for precision in ("float32", "mixed_float16", "mixed_bfloat16"):
+        for precision in precisions:
             if precision in skip:
                 print(f"skip {name} {precision}: {skip[precision]}")
                 continue
@@ -274,6 +278,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="inference batch (default 128, 16 with --cpu)")
     parser.add_argument("--cpu", action="store_true", help="parts 1-2 on the CPU, to check the script itself")
     parser.add_argument("--networks", default="digits-small,mobilenetv2-224", help="comma-separated, of part 2")
+    parser.add_argument(
+        "--precisions", default=",".join(PRECISIONS), help="comma-separated policies of part 2 (default: all three)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     device = describe_device()
@@ -288,7 +295,10 @@ def main() -> None:
     names = args.networks.split(",")
     if unknown := set(names) - set(networks()):
         parser.error(f"unknown network(s) {sorted(unknown)}; choose from {sorted(networks())}")
-    report["rows"] = network_rows(device, batch, args.cpu, names)
+    precisions = args.precisions.split(",")
+    if unknown := set(precisions) - set(PRECISIONS):
+        parser.error(f"unknown precision(s) {sorted(unknown)}; choose from {list(PRECISIONS)}")
+    report["rows"] = network_rows(device, batch, args.cpu, names, precisions)
     if args.cpu:
         report["searches"] = {"not_run": "--cpu: parts 3-5 need GPU 0"}
     else:

@@ -67,9 +67,16 @@ CONTENDERS = ("nas", "nas (asha)", "KerasTuner Hyperband", "KerasTuner BayesianO
 # --- the space, as the preset and as a KerasTuner / Optuna user writes it ---------------------
 
 
-# --quick checks the script: the device's baseline and peak, warm-ups and latency measured
-# briefly, and no confirmation after the budget (the race re-measures every front itself).
-QUICK_MEASURE = {"warmup_seconds": 2, "latency_seconds": 0.2, "baseline_rounds": 5, "peak_seconds": 0.2}
+# --quick checks the script: the device's baseline and peak, rounds, warm-ups and latency
+# measured briefly, and no confirmation after the budget (the race re-measures every front itself).
+QUICK_MEASURE = {
+    "rounds": 5,
+    "round_seconds": 0.05,
+    "warmup_seconds": 2,
+    "latency_seconds": 0.2,
+    "baseline_rounds": 5,
+    "peak_seconds": 0.2,
+}
 
 
 def preset(epochs: int | None, asha: bool, quick: bool = False) -> dict[str, Any]:

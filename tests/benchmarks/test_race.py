@@ -97,11 +97,11 @@ def test_a_written_report_is_summarised_again_without_measuring(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_short_race_writes_a_complete_report(tmp_path: Path) -> None:
-    """One nas contender against the target (Hyperband), 5 s each: the script runs, keeps its
+    """One nas contender against the target (Hyperband), 5 s and 1 epoch each: the script runs, keeps its
     runs and writes a report that agrees with its own figures. The full race is the benchmark."""
     race = _race()
     out, png, runs = tmp_path / "race.json", tmp_path / "race.png", tmp_path / "runs"
-    args = ["--quick", "--budget", "5", "--contenders", "nas", "--out", str(out), "--plot", str(png)]
+    args = ["--quick", "--budget", "5", "--epochs", "1", "--contenders", "nas", "--out", str(out), "--plot", str(png)]
     result = _run_race(*args, "--runs", str(runs), cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())

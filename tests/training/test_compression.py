@@ -57,7 +57,7 @@ model:
     - {filters: 16, stride: 1, depth: 1, kernel: 3, expansion: 1}
     - {filters: 32, stride: 2, depth: 2, kernel: 3, expansion: 6}
     - {filters: 64, stride: 2, depth: 2, kernel: 3, expansion: 6}
-training: {epochs: 5, batch_size: 32, learning_rate: 0.005}
+training: {epochs: 3, batch_size: 32, learning_rate: 0.005}
 measure: {batch_sizes: [32], latency: false, rounds: 3, round_seconds: 0.05,
           warmup_seconds: 2, baseline_rounds: 5, peak_seconds: 0.2}
 search: {trials: 2}
@@ -176,7 +176,7 @@ def test_a_refused_conversion_names_the_converters_reason(tmp_path: Path, dense:
 @pytest.mark.slow
 def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     data = yaml.safe_load(SPACE)
-    data["training"]["epochs"] = 3
+    data["training"]["epochs"] = 2
     data["compression"] = {
         "pruning": {"method": {"choice": ["magnitude", "channel"]}, "sparsity": 0.5},
         "quantization": "int8",
