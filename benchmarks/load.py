@@ -136,6 +136,7 @@ def run_load(
         snapshots: dict[int, tuple[Any, ...]] = {}
         study: optuna.Study | None = None
         missed, landed = False, 0
+        target: int | None = None  # the progress mark of the kill being tried now
         while parent.poll() is None:
             # A kill that came after its trial had finished (screened trials take milliseconds)
             # tests nothing: until a few have landed mid-trial, try again soon after a miss.
@@ -155,7 +156,7 @@ def run_load(
                 elif not due or len(snapshots) < due[0]:
                     continue
                 else:
-                    due.pop(0)
+                    target = due.pop(0)
             missed = False
             # Only workers in the middle of a trial: killing one mid-trial is what recovery
             # must handle (and a worker killed again and again while starting is retired).
@@ -165,12 +166,19 @@ def run_load(
                 victim = rng.choice(pids)
                 try:
                     os.kill(victim, signal.SIGKILL)
-                except ProcessLookupError:
+                except ProcessLookupError:  # it had just ended: still due
+                    due[:0] = [] if target is None else [target]
+                    target = None
                     continue
                 kills.append((victim, running[victim]))
                 time.sleep(0.5)
                 missed = _state(study, running[victim]) in ("COMPLETE", "PRUNED")
                 landed += not missed
+            elif target is not None:
+                # No worker was in a trial (all starting, or between trials): this kill is
+                # still due, at the next look, not lost.
+                due.insert(0, target)
+            target = None
             snapshots.update(_finished(study))
         parent.wait()
         wall = time.monotonic() - started
