@@ -136,7 +136,6 @@ def run_load(
         snapshots: dict[int, tuple[Any, ...]] = {}
         study: optuna.Study | None = None
         missed, landed = False, 0
-        target: int | None = None  # the progress mark of the kill being tried now
         while parent.poll() is None:
             # A kill that came after its trial had finished (screened trials take milliseconds)
             # tests nothing: until a few have landed mid-trial, try again soon after a miss.
@@ -155,8 +154,6 @@ def run_load(
                     pass  # the last kill missed its trial: try again now
                 elif not due or len(snapshots) < due[0]:
                     continue
-                else:
-                    target = due.pop(0)
             missed = False
             # Only workers in the middle of a trial: killing one mid-trial is what recovery
             # must handle (and a worker killed again and again while starting is retired).
@@ -166,19 +163,16 @@ def run_load(
                 victim = rng.choice(pids)
                 try:
                     os.kill(victim, signal.SIGKILL)
-                except ProcessLookupError:  # it had just ended: still due
-                    due[:0] = [] if target is None else [target]
-                    target = None
+                except ProcessLookupError:
                     continue
                 kills.append((victim, running[victim]))
+                # A due kill is spent only once sent: with no worker in a trial (all starting,
+                # or between trials) or the victim just gone, it stays due for the next look.
+                if due and len(snapshots) >= due[0]:
+                    due.pop(0)
                 time.sleep(0.5)
                 missed = _state(study, running[victim]) in ("COMPLETE", "PRUNED")
                 landed += not missed
-            elif target is not None:
-                # No worker was in a trial (all starting, or between trials): this kill is
-                # still due, at the next look, not lost.
-                due.insert(0, target)
-            target = None
             snapshots.update(_finished(study))
         parent.wait()
         wall = time.monotonic() - started
