@@ -28,6 +28,9 @@ class StudyAttr(StrEnum):
     # search.strategy supernet: its training (epochs planned and done, per-epoch figures, the
     # fixed training knobs) and the checkpoint file the finished epochs are in
     SUPERNET = "supernet"
+    # The supernet front's subnets fine-tuned after the search: per trial number the accuracy
+    # inherited and fine-tuned, with the epochs and learning rate that took
+    FINETUNED = "finetuned"
 
 
 class TrialAttr(StrEnum):

@@ -13,6 +13,7 @@ import typer
 
 from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search.cli.console import err, message, out
+from nas.search.cli.finetune import finetune_here, finetune_in_child
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, RecycleOpt, StorageOpt, WideOpt, check_study
 from nas.search.records import PipeEvent, SamplerName, StoppedBy
 
@@ -143,6 +144,8 @@ def search(
         )
         outcome = pool.run(spec)
         stopped_by, finished, budget = outcome.stopped_by, outcome.finished, outcome.budget
+        if _finetunes(spec, stopped_by):
+            finetune_in_child(options, placements[0].env())
         if _confirms(spec, stopped_by):
             _confirm_in_child(options, placements[0].env())
     else:
@@ -153,9 +156,30 @@ def search(
 
         single = run_search(spec, options, LiveSearchView(err, objectives))
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
+        if _finetunes(spec, stopped_by):
+            try:
+                finetune_here(options.storage, options.study_name, artifacts=options.artifacts)
+            except NasError as exc:  # as in a pool: the search itself is complete and saved
+                again = f"run `nas finetune {options.study_name}`"
+                err.print(f"Warning: fine-tuning the front failed ({one_line(str(exc))}); {again}", highlight=False)
         if _confirms(spec, stopped_by):
             _confirm_here(options.storage, options.study_name, cache=options.cache)
     _report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)
+
+
+def _finetunes(space: SearchSpace, stopped_by: StoppedBy) -> bool:
+    """Fine-tune a supernet study's front after a search that ended normally (before the
+    confirmation, which measures the front again)."""
+    search = space.spec.search
+    return (
+        search.strategy == "supernet"
+        and search.supernet.finetune.epochs > 0
+        and stopped_by
+        in (
+            StoppedBy.BUDGET,
+            StoppedBy.TIMEOUT,
+        )
+    )
 
 
 def _confirms(space: SearchSpace, stopped_by: StoppedBy) -> bool:
@@ -443,10 +467,12 @@ def show_table(columns: list[Any], legend: str) -> None:
 
 def _add_subcommands() -> None:
     from nas.search.cli.export import export
+    from nas.search.cli.finetune import finetune
     from nas.search.cli.report import report
     from nas.search.cli.space import space_app
 
     app.command()(export)
+    app.command()(finetune)
     app.command()(report)
     app.add_typer(space_app, name="space")
 

@@ -164,10 +164,12 @@ def show(
     )
     strategy = report["strategy"]
     if strategy["strategy"] == "supernet":
+        tuned = strategy["finetune"]["epochs"]
         out.print(
             f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training, BatchNorm re-calibrated "
             f"on {strategy['calibration_batches']} batches; "
-            f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
+            + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
+            + f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
             + (", ".join(f"{k}={v}" for k, v in strategy["fixed"].items()) or "nothing"),
             highlight=False,
             soft_wrap=True,

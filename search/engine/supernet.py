@@ -30,7 +30,7 @@ from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import SupernetTraining, checkpoint_progress, load_checkpoint, train_supernet
 from nas.search.training import TrainResult
-from nas.storage import study_lock
+from nas.storage import StorageURL, study_lock
 from nas.storage.paths import own_folder, safe_name
 from nas.storage.weights import default_artifact_root
 
@@ -44,8 +44,8 @@ class TrainedSupernet:
     training: SupernetTraining
 
 
-def checkpoint_path(options: SearchOptions, study_name: str) -> Path:
-    root = default_artifact_root(options.storage, options.artifacts)
+def checkpoint_path(url: StorageURL, artifacts: str | None, study_name: str) -> Path:
+    root = default_artifact_root(url, artifacts)
     return own_folder(root, safe_name(study_name, "study")) / CHECKPOINT
 
 
@@ -69,7 +69,7 @@ def prepare_supernet(
     first worker to get the supernet's lock; the others wait for it and load the result."""
     elastic = elastic_space(space)
     settings = space.spec.search.supernet
-    path = checkpoint_path(options, study.study_name)
+    path = checkpoint_path(options.storage, options.artifacts, study.study_name)
     largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
     supernet = Supernet(largest, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):

@@ -28,7 +28,7 @@ from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
 from nas.search.nets import build_plan, deployed_plan, plan_network
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
-from nas.search.results.pareto import objective_names, throughput_interval
+from nas.search.results.pareto import finetuned, objective_names, throughput_interval
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace, space_from_dict
 from nas.search.training import precision_policy, train_compressed
@@ -238,9 +238,11 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     seed = int(study.user_attrs.get(StudyAttr.SEARCH, {}).get("seed", 0))
     results = []
     for t in chosen:
-        say(
-            f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else 'loading weights'}"
-        )
+        tuned = finetuned(study).get(str(t.number))
+        kept = "loading weights"
+        if tuned and tuned["weights_kept"]:
+            kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"
+        say(f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else kept}")
         if req.retrain_full:
             model = _retrain(space, t, data, seed)
         else:
@@ -304,6 +306,8 @@ def _export_one(
         "measured_on": t.user_attrs.get(TrialAttr.DEVICE),
         "throughput_interval": throughput_interval(t),
         "confirmed_throughput": _confirmed_throughput(study, t.number),
+        # A supernet study's front: the weights kept are the fine-tuned ones (results/finetune.py).
+        "finetuned": finetuned(study).get(str(t.number)),
         "retrained_on_full_data": req.retrain_full,
     }
     reference = model.predict(x_val, verbose=0)

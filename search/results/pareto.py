@@ -96,6 +96,11 @@ def _confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:
     return (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
 
 
+def finetuned(study: optuna.Study) -> dict[str, dict[str, Any]]:
+    """A supernet study's fine-tuned figures by trial number (a string); empty when none."""
+    return (study.user_attrs.get(StudyAttr.FINETUNED) or {}).get("trials") or {}
+
+
 def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
     """The noise-aware front, best first objective first: each record says whether it is on
     the plain front too, which other members it cannot be told apart from, and the figures
@@ -103,7 +108,7 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
     strict = {t.number for t in study.best_trials}
     front = noise_aware_front(study)
     intervals = {t.number: throughput_interval(t) for t in front}
-    confirmed = _confirmed(study)
+    confirmed, tuned = _confirmed(study), finetuned(study)
     records = []
     for t in front:
         record = trial_record(study, t)
@@ -116,6 +121,7 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
         again = confirmed.get(str(t.number)) or {}
         record["confirmed_throughput"] = again.get("images_per_s")
         record["confirmed_low"], record["confirmed_high"] = again.get("low"), again.get("high")
+        record["finetuned_accuracy"] = (tuned.get(str(t.number)) or {}).get("accuracy")
         records.append(record)
     first = objective_names(study)[0]
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE

@@ -280,6 +280,7 @@ class SearchSpace:
         data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
         if self.spec.search.strategy == "supernet":
             data["search"] = self.spec.search.model_dump(mode="json", include={"strategy", "supernet"})
+            data["search"]["supernet"].pop("finetune")  # it acts after the search (spec.py)
         return json.dumps(_plain(data), sort_keys=True)
 
 

@@ -174,6 +174,15 @@ class EarlyStoppingSpec(Spec):
     eta: int = Field(3, ge=2, le=100, description="rungs grow by eta; 1/eta of the trials at a rung continue")
 
 
+class FinetuneSpec(Spec):
+    """After a supernet search: the front's subnets trained on from their inherited weights."""
+
+    epochs: int = Field(3, ge=0, le=10000, description="epochs per front subnet (0: no fine-tuning)")
+    learning_rate: float | None = Field(
+        None, gt=0, le=10, description="start of the cosine schedule (default: the rate the supernet trained with)"
+    )
+
+
 class SupernetSpec(Spec):
     """`search.strategy: supernet`: one weight-sharing network trained once, whose subnets the
     trials then evaluate with inherited weights (search/supernet/)."""
@@ -185,6 +194,9 @@ class SupernetSpec(Spec):
     # The knobs a supernet cannot share (training hyperparameters, batch size, precision): the
     # value each is fixed at for the supernet's training; unset ones take the rule in elastic.py.
     fixed: dict[str, Any] = Field(default_factory=dict, description="values of the knobs that are not elastic")
+    # Not in the study's fingerprint: it acts after the search, and each fine-tuned figure is
+    # stored with the epochs and rate it took, so other settings fine-tune again.
+    finetune: FinetuneSpec = FinetuneSpec()
 
 
 class SearchSpec(Spec):

@@ -103,6 +103,19 @@ def test_the_compact_table_marks_notes_and_leaves_out_an_empty_confirmed_column(
     assert marks == ["≈", "≈", "*", ""]
 
 
+def test_a_supernet_front_shows_its_fine_tuned_accuracy_beside_the_inherited_one() -> None:
+    tuned = [RECORDS[0] | {"finetuned_accuracy": 0.9986}, RECORDS[1] | {"finetuned_accuracy": None}]
+    columns = pareto_columns(tuned, ["accuracy", "throughput"], wide=False)
+    assert [c.header for c in columns][:3] == ["trial", "accuracy", "fine-tuned"]
+    assert columns[2].cells == ["0.9986", "-"] and columns[2].drop == 0  # never left out for width
+    text, dropped = _render(columns, 80)
+    assert dropped == [] and "0.9986" in text
+    wide = pareto_columns(tuned, ["accuracy", "throughput"], wide=True)
+    assert wide[3].header == "fine-tuned" and wide[3].cells == ["0.9986", "-"]
+    # No column where no trial was fine-tuned (every `trials` study).
+    assert "fine-tuned" not in [c.header for c in pareto_columns(RECORDS, ["accuracy", "throughput"], wide=False)]
+
+
 def test_parameter_lines_print_what_is_shared_once() -> None:
     lines = parameter_lines(RECORDS)
     assert lines[0] == "all: stage0.kernel=3, batch_size=64"

@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
+import sqlalchemy as sa
 import yaml
+
+from nas.storage.weights import WeightStore
 
 from ..helpers import QUICK_MEASURE, StderrLines, run_cli, start_nas
 
@@ -161,6 +164,7 @@ def test_space_show_lists_the_strategy_and_the_fixed_knobs(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     assert "Search strategy: supernet, 3 epochs of sandwich training" in text
+    assert "front fine-tuned 3 epochs after the search;" in text
     assert "elastic: width_multiplier, stage1.depth," in text
     assert "fixed for the supernet: dropout=0.0, batch_size=32, learning_rate=0.0055" in text
 
@@ -182,12 +186,29 @@ def test_a_study_resumes_only_with_its_strategy_and_supernet_settings(tmp_path: 
     # Its trials are scored by weights these settings trained: other settings are another study.
     with pytest.raises(NasError, match="created from a different space"):
         open_study(space_from_dict(_space(supernet={"epochs": 5, "calibration_batches": 2})), storage, "by-supernet")
+    # Fine-tuning acts after the search: its settings may change on the same study.
+    tuned = {"epochs": 3, "calibration_batches": 2, "finetune": {"epochs": 7, "learning_rate": 0.001}}
+    open_study(space_from_dict(_space(supernet=tuned)), storage, "by-supernet")
+
+    # `nas finetune` is for a supernet study whose supernet is trained; anything else: exit 2.
+    for name, document in (("by-trials", _space(strategy="trials")), ("by-supernet", _space())):
+        optuna.load_study(study_name=name, storage=storage).set_user_attr("space_document", document)
+    url = f"sqlite:///{tmp_path / 'nas.db'}"
+    for name, message in (
+        ("by-trials", "study 'by-trials' trained every trial's network itself; fine-tuning is for supernet studies"),
+        ("by-supernet", "study 'by-supernet' has no supernet checkpoint at "),
+        ("nope", "study 'nope' not found"),
+    ):
+        result = run_cli("finetune", name, "--storage", url, cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.startswith(f"Error: {message}"), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
 def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_finishes(tmp_path: Path) -> None:
     path = tmp_path / "space.yaml"
-    space = _space(supernet={"epochs": 2, "calibration_batches": 2, "fixed": {"learning_rate": 0.01}})
+    supernet = {"epochs": 2, "calibration_batches": 2, "fixed": {"learning_rate": 0.01}, "finetune": {"epochs": 0}}
+    space = _space(supernet=supernet)
     space["measure"] = {**space["measure"], "confirm": False}
     # Two stages (depth, kernel, expansion, SE and width still elastic): the sandwich step is
     # traced once per process, and with a third stage each trace took 10 s here, not 6.
@@ -218,17 +239,46 @@ def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_f
     assert all(t.params["batch_size"] == 32 and t.params["dropout"] == 0.0 for t in done)
     assert max(t.values[0] for t in done) > 0.25  # inherited weights after 14 steps; chance is 0.1
 
-    # Resumed once more: the supernet is loaded, not trained again, and the budget grows.
+    # Resumed once more, now fine-tuning (not part of the study's space, so no other study): the
+    # supernet is loaded, not trained again, the budget grows and the front is fine-tuned.
+    weights = WeightStore(sa.create_engine(storage), tmp_path / "nas-artifacts")
+    inherited = {t.number: weights.get("elastic", t.number) for t in done}
+    space["search"]["supernet"]["finetune"] = {"epochs": 1}
+    path.write_text(yaml.safe_dump(space))
     again = run_cli("search", str(path), "--storage", storage, "--trials", "4", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "supernet: trained (2 epochs), loaded from" in again.stderr + again.stdout
     study = optuna.load_study(study_name="elastic", storage=storage)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+    front = {t.number: t for t in study.best_trials}
+    assert f"Fine-tuning {len(front)} subnets of the front from their inherited weights: 1 epoch each" in again.stderr
+    tuned = study.user_attrs["finetuned"]["trials"]
+    assert set(tuned) == {str(n) for n in front}
+    for number, t in front.items():
+        figure = tuned[str(number)]
+        assert figure["inherited"] == t.values[0] and 0 <= figure["accuracy"] <= 1 and len(figure["val_accuracy"]) == 1
+        assert figure["epochs"] == 1 and figure["learning_rate"] == 0.01 and figure["weights_kept"]
+        # The trial's stored model is now the fine-tuned one.
+        if inherited.get(number):
+            stored = weights.get("elastic", number)
+            assert stored is not None and stored.sha256 != inherited[number].sha256
+    records = json.loads(run_cli("pareto", "elastic", "--storage", storage, "--format", "json", cwd=tmp_path).stdout)
+    assert {r["trial"]: r["finetuned_accuracy"] for r in records if r["on_front"]} == {
+        n: tuned[str(n)]["accuracy"] for n in front
+    }
+    # Asked again with the same epochs: nothing left to fine-tune.
+    nothing = run_cli("finetune", "elastic", "--storage", storage, cwd=tmp_path)
+    assert nothing.returncode == 0 and "Fine-tuning" not in nothing.stderr, nothing.stderr[-3000:]
 
-    # The front's subnets export through the same converters and parity checks as any trial.
+    # The front's fine-tuned subnets export through the same converters and parity checks as
+    # any trial; the Keras model exported scores what the fine-tuning scored.
     out = tmp_path / "exported"
     exported = run_cli("export", "elastic", "--storage", storage, "--format", "tflite", "--out", str(out), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr[-3000:]
+    assert "loading weights (fine-tuned 1 epoch)" in exported.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["passed"] is True and manifest["trials"]
-    assert all(r["parity"]["passed"] for r in manifest["trials"])
+    one_image = 1 / manifest["trials"][0]["parity"]["images"]
+    for record in manifest["trials"]:
+        assert record["parity"]["passed"] and record["finetuned"] == tuned[str(record["trial"])]
+        assert record["parity"]["keras_accuracy"] == pytest.approx(record["finetuned"]["keras_accuracy"], abs=one_image)

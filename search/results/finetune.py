@@ -1,0 +1,203 @@
+"""Finishing a supernet study: the front's subnets fine-tuned from their inherited weights.
+
+An inherited accuracy ranks subnets; it is not what the network reaches once trained on its
+own. After the search each member of the front (at most MAX_FINETUNED, most accurate first)
+is taken out of the supernet again, its BatchNorm re-calibrated as its trial's was, and
+trained `search.supernet.finetune.epochs` epochs with the space's training pipeline (a cosine
+schedule from the rate the supernet trained with, or `finetune.learning_rate`), then scored
+as its trial was (converted first where the trial's accuracy was the converted model's).
+
+The figures are stored on the study (StudyAttr.FINETUNED) beside the inherited accuracy,
+which stays the trial's objective value (Optuna does not change a finished trial), and the
+fine-tuned model replaces the trial's stored weights, so `nas export` converts and checks the
+fine-tuned network. The architecture does not change, so neither does its throughput; the
+front's confirmation after the search (`measure.confirm`) measures it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import keras
+import optuna
+from optuna.trial import TrialState
+from sqlalchemy.exc import SQLAlchemyError
+
+from nas.errors import ConversionError, NasError, TrainingDiverged
+from nas.search.data import Dataset, load_dataset
+from nas.search.deploy import deploy
+from nas.search.engine.supernet import calibration_batches, checkpoint_path
+from nas.search.records import StudyAttr
+from nas.search.results.confirm import study_space
+from nas.search.results.pareto import finetuned, objective_names
+from nas.search.space import Candidate, SearchSpace
+from nas.search.space.elastic import elastic_space
+from nas.search.supernet.extract import extract, recalibrate
+from nas.search.supernet.network import Supernet
+from nas.search.supernet.train import checkpoint_progress, load_checkpoint
+from nas.search.training import TrainResult, precision_policy, train_and_evaluate
+from nas.storage import StorageURL, study_lock
+from nas.storage.weights import WeightStore, default_artifact_root
+
+MAX_FINETUNED = 16
+
+
+def epochs_text(count: int) -> str:
+    return f"{count} epoch" + ("" if count == 1 else "s")
+
+
+def _front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    names = objective_names(study)
+    if "accuracy" not in names:
+        raise NasError(f"study '{study.study_name}' has no accuracy objective to fine-tune for")
+    first = names.index("accuracy")
+    front = [t for t in study.best_trials if t.state == TrialState.COMPLETE and t.values]
+    return sorted(front, key=lambda t: (-t.values[first], t.number))[:MAX_FINETUNED]
+
+
+def _trained_supernet(study: optuna.Study, space: SearchSpace, data: Dataset, path: Path, seed: int) -> Supernet:
+    name = study.study_name
+    planned = space.spec.search.supernet.epochs
+    if not path.is_file():
+        raise NasError(f"study '{name}' has no supernet checkpoint at {path}; run `nas search` on it first")
+    done = checkpoint_progress(path).done
+    if done < planned:
+        raise NasError(f"study '{name}': its supernet has trained {done} of {planned} epochs; run `nas search` on it")
+    elastic = elastic_space(space)
+    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
+    supernet = Supernet(largest, seed=seed)
+    load_checkpoint(path, supernet)
+    return supernet
+
+
+def finetune_front(
+    study: optuna.Study,
+    storage: optuna.storages.RDBStorage,
+    url: StorageURL,
+    *,
+    artifacts: str | None = None,
+    epochs: int | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, dict[str, Any]]:
+    """Fine-tune the front's members that have no figure for these epochs and rate yet; store
+    each as it ends (an interrupted run keeps the finished ones). Returns all the figures.
+    Under the study's fine-tuning lock: two searches of one study ending together (two
+    machines) fine-tune each subnet once, and neither overwrites the other's figures."""
+    space = study_space(study)
+    name = study.study_name
+    if space.spec.search.strategy != "supernet":
+        raise NasError(f"study '{name}' trained every trial's network itself; fine-tuning is for supernet studies")
+    if (epochs if epochs is not None else space.spec.search.supernet.finetune.epochs) == 0:
+        return dict(finetuned(study))
+    with study_lock(url, storage.engine, f"{name}/finetune"):
+        fresh = optuna.load_study(study_name=name, storage=storage)  # what another process stored meanwhile
+        return _finetune(fresh, storage, url, space, artifacts, epochs, say)
+
+
+def _finetune(
+    study: optuna.Study,
+    storage: optuna.storages.RDBStorage,
+    url: StorageURL,
+    space: SearchSpace,
+    artifacts: str | None,
+    epochs: int | None,
+    say: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    name = study.study_name
+    settings = space.spec.search.supernet.finetune
+    epochs = settings.epochs if epochs is None else epochs
+    figures = dict(finetuned(study))
+    data = load_dataset(space.spec.dataset, warn=say)
+    shared = study.user_attrs.get(StudyAttr.SEARCH) or {}
+    seed = int(shared.get("seed", 0))
+    names = objective_names(study)
+    front = _front(study)
+    supernet = _trained_supernet(study, space, data, checkpoint_path(url, artifacts, name), seed)
+    batches = space.spec.search.supernet.calibration_batches
+    calibration = calibration_batches(data, supernet.candidate.batch_size, batches)
+    store = None
+    if shared.get("keep_weights", True):  # not after `nas search --no-weights`
+        store = WeightStore(storage.engine, default_artifact_root(url, artifacts))
+    todo = []
+    for t in front:
+        candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
+        rate = settings.learning_rate or candidate.learning_rate
+        held = figures.get(str(t.number))
+        if not held or (held["epochs"], held["learning_rate"]) != (epochs, rate):
+            todo.append((t, replace(candidate, epochs=epochs, learning_rate=rate)))
+    if not todo:
+        return figures
+    say(f"Fine-tuning {len(todo)} subnets of the front from their inherited weights: {epochs_text(epochs)} each")
+    objectives = space.spec.objectives
+    for t, candidate in todo:
+        inherited = t.values[names.index("accuracy")]
+        try:
+            with precision_policy(candidate.precision):
+                model, result = finetune_subnet(supernet, candidate, calibration, data, seed=seed + t.number)
+                deployed = deploy(
+                    model,
+                    candidate.quantization,
+                    data,
+                    convert="model_size" in objectives or "tflite_latency" in objectives,
+                    latency=False,
+                    threads=space.spec.compression.tflite_threads,
+                )
+                kept = _keep(store, name, t.number, model, say)
+        except (TrainingDiverged, ConversionError) as exc:
+            # That subnet keeps its inherited weights and figure; the rest of the front goes on.
+            say(f"Warning: trial {t.number} not fine-tuned: {exc}")
+            continue
+        finally:
+            keras.backend.clear_session(free_memory=True)
+        accuracy = deployed.accuracy if deployed.accuracy is not None else result.accuracy
+        figures[str(t.number)] = {
+            "inherited": inherited,
+            "accuracy": accuracy,
+            "keras_accuracy": result.accuracy,
+            "val_accuracy": [round(a, 5) for a in result.history["val_accuracy"]],
+            "epochs": epochs,
+            "learning_rate": candidate.learning_rate,
+            "seconds": round(result.seconds, 2),
+            "weights_kept": kept,
+        }
+        study.set_user_attr(
+            StudyAttr.FINETUNED,
+            {"finetuned_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "trials": figures},
+        )
+        say(
+            f"trial {t.number}: accuracy {inherited:.4f} inherited, {accuracy:.4f} fine-tuned "
+            f"({epochs_text(epochs)}, {result.seconds:.0f} s)"
+        )
+    return figures
+
+
+def finetune_subnet(
+    supernet: Supernet, candidate: Candidate, calibration: list[Any], data: Dataset, *, seed: int
+) -> tuple[keras.Model, TrainResult]:
+    """The subnet `candidate` (its epochs and rate: the fine-tuning's) out of the supernet,
+    re-calibrated as its trial was, then trained on (benchmarks/supernet.py uses it too)."""
+    keras.utils.set_random_seed(seed)
+    model = extract(supernet, candidate)
+    recalibrate(model, calibration)
+    return model, train_and_evaluate(model, candidate, data, seed=seed)
+
+
+def _keep(store: WeightStore | None, study: str, number: int, model: keras.Model, say: Callable[[str], None]) -> bool:
+    """The fine-tuned model in place of the trial's inherited weights; a full disk costs the
+    weights (export then says so), not the figures."""
+    if store is None:
+        return False
+    try:
+        with TemporaryDirectory(prefix="nas-weights-") as tmp:
+            path = Path(tmp) / "model.keras"
+            model.save(path)
+            store.save(study, number, path)
+    except (OSError, SQLAlchemyError) as exc:
+        say(f"Warning: fine-tuned weights of trial {number} not saved: {exc}")
+        return False
+    return True
