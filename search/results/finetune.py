@@ -4,7 +4,7 @@ An inherited accuracy ranks subnets; it is not what the network reaches once tra
 own. After the search each member of the front (at most MAX_FINETUNED, most accurate first)
 is taken out of the supernet again, its BatchNorm re-calibrated as its trial's was, and
 trained `search.supernet.finetune.epochs` epochs with the space's training pipeline (a cosine
-schedule from the rate the supernet trained with, or `finetune.learning_rate`), then scored
+schedule from a tenth of the rate the supernet trained with, or `finetune.learning_rate`), then scored
 as its trial was (converted first where the trial's accuracy was the converted model's).
 
 The figures are stored on the study (StudyAttr.FINETUNED) beside the inherited accuracy,
@@ -45,6 +45,15 @@ from nas.storage import StorageURL, study_lock
 from nas.storage.weights import WeightStore, default_artifact_root
 
 MAX_FINETUNED = 16
+# Fine-tuning starts its cosine schedule at a tenth of the rate the supernet trained with: on
+# benchmarks/supernet.py's front (3 epochs) the full rate cost 0.5-1.5 points of the inherited
+# accuracy, a tenth kept it within 0.5 (RESULTS.md).
+RATE_FACTOR = 0.1
+
+
+def finetune_rate(trained_with: float, setting: float | None) -> float:
+    """`search.supernet.finetune.learning_rate`, or a tenth of the supernet's rate."""
+    return setting if setting is not None else trained_with * RATE_FACTOR
 
 
 def epochs_text(count: int) -> str:
@@ -126,7 +135,7 @@ def _finetune(
     todo = []
     for t in front:
         candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
-        rate = settings.learning_rate or candidate.learning_rate
+        rate = finetune_rate(candidate.learning_rate, settings.learning_rate)
         held = figures.get(str(t.number))
         if not held or (held["epochs"], held["learning_rate"]) != (epochs, rate):
             todo.append((t, replace(candidate, epochs=epochs, learning_rate=rate)))

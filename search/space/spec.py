@@ -179,7 +179,7 @@ class FinetuneSpec(Spec):
 
     epochs: int = Field(3, ge=0, le=10000, description="epochs per front subnet (0: no fine-tuning)")
     learning_rate: float | None = Field(
-        None, gt=0, le=10, description="start of the cosine schedule (default: the rate the supernet trained with)"
+        None, gt=0, le=10, description="start of the cosine schedule (default: a tenth of the supernet's rate)"
     )
 
 
