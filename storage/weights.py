@@ -15,6 +15,8 @@ import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -96,6 +98,13 @@ class WeightStore:
                 )
             )
         return stored
+
+    def save_model(self, study: str, trial: int, model: Any) -> StoredWeights:
+        """Save a Keras model as `.keras` and move it into the store (`save`)."""
+        with TemporaryDirectory(prefix="nas-weights-") as tmp:
+            path = Path(tmp) / "model.keras"
+            model.save(path)
+            return self.save(study, trial, path)
 
     def folder(self, study: str) -> Path:
         """The study's folder, created; a search calls it before its first trial, so a name

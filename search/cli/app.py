@@ -167,25 +167,22 @@ def search(
     _report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)
 
 
+def _ended_normally(stopped_by: StoppedBy) -> bool:
+    """Its budget or --timeout; not Ctrl-C or a run of failures."""
+    return stopped_by in (StoppedBy.BUDGET, StoppedBy.TIMEOUT)
+
+
 def _finetunes(space: SearchSpace, stopped_by: StoppedBy) -> bool:
     """Fine-tune a supernet study's front after a search that ended normally (before the
     confirmation, which measures the front again)."""
     search = space.spec.search
-    return (
-        search.strategy == "supernet"
-        and search.supernet.finetune.epochs > 0
-        and stopped_by
-        in (
-            StoppedBy.BUDGET,
-            StoppedBy.TIMEOUT,
-        )
-    )
+    return search.strategy == "supernet" and search.supernet.finetune.epochs > 0 and _ended_normally(stopped_by)
 
 
 def _confirms(space: SearchSpace, stopped_by: StoppedBy) -> bool:
     """Confirm the front after a search that ended normally (not after Ctrl-C or failures)."""
     measure = space.spec.measure
-    return measure.confirm and measure.reference and stopped_by in (StoppedBy.BUDGET, StoppedBy.TIMEOUT)
+    return measure.confirm and measure.reference and _ended_normally(stopped_by)
 
 
 def _confirm_here(url: StorageURL, name: str, *, cache: bool = True) -> None:

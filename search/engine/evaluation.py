@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any, Protocol
 
 import keras
@@ -185,10 +183,7 @@ class KerasEvaluation:
         assert self.weights is not None and work.model is not None
         trial = work.trial
         try:
-            with TemporaryDirectory(prefix="nas-weights-") as tmp:
-                path = Path(tmp) / "model.keras"
-                work.model.save(path)
-                stored = self.weights.save(trial.study.study_name, trial.number, path)
+            stored = self.weights.save_model(trial.study.study_name, trial.number, work.model)
             trial.set_user_attr(TrialAttr.WEIGHTS_BYTES, stored.bytes)
         except (OSError, SQLAlchemyError) as exc:
             trial.set_user_attr(TrialAttr.WEIGHTS_ERROR, str(exc)[:300])

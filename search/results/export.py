@@ -237,8 +237,9 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     representative = data.x_train[:200].astype(np.float32) / 255.0
     seed = int(study.user_attrs.get(StudyAttr.SEARCH, {}).get("seed", 0))
     results = []
+    tuned_figures = finetuned(study)
     for t in chosen:
-        tuned = finetuned(study).get(str(t.number))
+        tuned = tuned_figures.get(str(t.number))
         kept = "loading weights"
         if tuned and tuned["weights_kept"]:
             kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"

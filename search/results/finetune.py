@@ -20,7 +20,6 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any
 
 import keras
@@ -202,10 +201,7 @@ def _keep(store: WeightStore | None, study: str, number: int, model: keras.Model
     if store is None:
         return False
     try:
-        with TemporaryDirectory(prefix="nas-weights-") as tmp:
-            path = Path(tmp) / "model.keras"
-            model.save(path)
-            store.save(study, number, path)
+        store.save_model(study, number, model)
     except (OSError, SQLAlchemyError) as exc:
         say(f"Warning: fine-tuned weights of trial {number} not saved: {exc}")
         return False
