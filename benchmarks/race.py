@@ -14,6 +14,10 @@ Contenders, one after another, each in a fresh process with the same wall-clock 
 trial but the first starts after it; a running one finishes):
 - nas, default settings: `nas search <preset> --timeout B --seed S` through the CLI; and nas
   with `search.early_stopping: {method: asha, min_epochs: 1, eta: 3}`.
+- nas (supernet): the preset with `search.strategy: supernet` and that strategy's defaults. Its
+  clock includes the supernet's training (`nas search --timeout 0` first), its trials get what
+  is left less FINETUNE_RESERVE for fine-tuning the front, and each fine-tuned subnet replaces
+  its inherited figure from the time the fine-tuning ended.
 - KerasTuner `Hyperband` (max_epochs = the preset's epochs, factor 3, iterations until the
   budget ends) and
   `BayesianOptimization`, with a HyperModel written as a KerasTuner user writes it: the
@@ -61,7 +65,19 @@ HERE = Path(__file__).resolve().parent
 REFERENCE = (0.0, 3.0)  # accuracy 0, 1,000 images/s
 SCORE_WEIGHT = 0.1  # KerasTuner's single score: accuracy + 0.1 * log10(images/s)
 TIMING_BATCH = 64
-CONTENDERS = ("nas", "nas (asha)", "KerasTuner Hyperband", "KerasTuner BayesianOptimization", "Optuna TPE")
+CONTENDERS = (
+    "nas",
+    "nas (asha)",
+    "KerasTuner Hyperband",
+    "KerasTuner BayesianOptimization",
+    "Optuna TPE",
+    "nas (supernet)",
+)
+# The supernet contender's first command trains the supernet; its second gets what is left of
+# the budget less this share, kept for fine-tuning the front after its last trial (up to 16
+# subnets, 3 epochs each: 4-11 s apiece here), so that the whole run fits in the budget; the
+# report's last column shows when each contender's last result came.
+FINETUNE_RESERVE = 0.25
 
 
 # --- the space, as the preset and as a KerasTuner / Optuna user writes it ---------------------
@@ -79,7 +95,7 @@ QUICK_MEASURE = {
 }
 
 
-def preset(epochs: int | None, asha: bool, quick: bool = False) -> dict[str, Any]:
+def preset(epochs: int | None, asha: bool, quick: bool = False, supernet: bool = False) -> dict[str, Any]:
     space = yaml.safe_load((HERE.parent / "spaces" / "mobilenet.yaml").read_text())
     space["name"] = "race"
     space["search"]["trials"] = 100_000  # the budget is time
@@ -89,6 +105,10 @@ def preset(epochs: int | None, asha: bool, quick: bool = False) -> dict[str, Any
         space["training"]["epochs"] = epochs
     if asha:
         space["search"]["early_stopping"] = {"method": "asha", "min_epochs": 1, "eta": 3}
+    if supernet:  # the strategy's own defaults (12 supernet epochs, 3 of fine-tuning) but in --quick
+        space["search"]["strategy"] = "supernet"
+        if quick:
+            space["search"]["supernet"] = {"epochs": 1, "finetune": {"epochs": 1}}
     return space
 
 
@@ -178,17 +198,25 @@ def timing_loop(model: Any, images: Any) -> float:
 def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Path, quick: bool) -> list[dict[str, Any]]:
     import optuna
 
+    supernet = name == "nas (supernet)"
     space = folder / "race.yaml"
-    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)", quick=quick)))
+    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)", quick=quick, supernet=supernet)))
     storage = f"sqlite:///{folder / 'nas.db'}"
     started = time.time()
-    command = [sys.executable, "-m", "nas", "search", str(space), "--timeout", str(budget), "--seed", str(seed)]
-    subprocess.run([*command, "--storage", storage], cwd=folder, check=True, capture_output=True, text=True)
-    trials = []
-    for t in optuna.load_study(study_name="race", storage=storage).trials:
+    command = [sys.executable, "-m", "nas", "search", str(space), "--seed", str(seed), "--storage", storage]
+    if supernet:
+        # nas' --timeout counts from its search loop, which a supernet study enters after the
+        # supernet's training: train first (start no trial), then search the rest of the budget.
+        subprocess.run([*command, "--timeout", "0"], cwd=folder, check=True, capture_output=True, text=True)
+        budget = max(0.0, budget * (1 - FINETUNE_RESERVE) - (time.time() - started))
+    subprocess.run([*command, "--timeout", str(budget)], cwd=folder, check=True, capture_output=True, text=True)
+    study = optuna.load_study(study_name="race", storage=storage)
+    trials, where = [], {}
+    for t in study.trials:
         if t.state.name not in ("COMPLETE", "PRUNED") or t.datetime_complete is None:
             continue
         durations = t.user_attrs.get("durations", {})
+        where[t.number] = len(trials)
         trials.append(
             {
                 "end_s": t.datetime_complete.timestamp() - started,
@@ -199,7 +227,37 @@ def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Pat
                 "params": t.params,
             }
         )
+    if supernet:
+        trials += finetuned_entries(study, trials, where, started)
     return trials
+
+
+def finetuned_entries(
+    study: Any, trials: list[dict[str, Any]], where: dict[int, int], started: float
+) -> list[dict[str, Any]]:
+    """A supernet study's fine-tuned front subnets, each as an entry that `replaces` its trial's
+    inherited one from the time the fine-tuning ended (the study records when its last subnet
+    finished; every one counts from then, which is late for the first ones, never early)."""
+    from nas.search.records import StudyAttr
+
+    record = study.user_attrs.get(StudyAttr.FINETUNED)
+    if not record:
+        return []
+    # The record's time is to the second, cut down: one second more is never early.
+    ended = dt.datetime.fromisoformat(record["finetuned_at"]).timestamp() + 1.0 - started
+    entries = []
+    for number, figures in record["trials"].items():
+        inherited = trials[where[int(number)]]
+        entries.append(
+            inherited
+            | {
+                "end_s": ended,
+                "accuracy": figures["accuracy"],
+                "inside_s": figures["seconds"],
+                "replaces": where[int(number)],
+            }
+        )
+    return entries
 
 
 def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, folder: Path) -> list[dict[str, Any]]:
@@ -331,10 +389,18 @@ def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path, 
 # --- afterwards: one protocol for every front -----------------------------------------------
 
 
+def replaced(trials: list[dict[str, Any]]) -> set[int]:
+    """Indexes of the entries another entry replaces (a supernet subnet's inherited figure, once
+    it is fine-tuned: its stored weights are then the fine-tuned ones)."""
+    return {t["replaces"] for t in trials if "replaces" in t}
+
+
 def own_front(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The non-dominated trials by the tool's own figures; every trained model counts (a
-    Hyperband trial of a short bracket is a model a KerasTuner user can pick)."""
-    done = [t for t in trials if t["accuracy"] is not None]
+    Hyperband trial of a short bracket is a model a KerasTuner user can pick), but not one
+    that a later entry replaces."""
+    gone = replaced(trials)
+    done = [t for k, t in enumerate(trials) if t["accuracy"] is not None and k not in gone]
 
     def dominated(a: dict[str, Any]) -> bool:
         return any(
@@ -393,8 +459,9 @@ def hypervolume(points: list[tuple[float, float]]) -> float:
 
 
 def _idle_gaps(trials: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(seconds outside training and measuring, seconds) of each gap between two trial ends."""
-    ordered = sorted(trials, key=lambda t: t["end_s"])
+    """(seconds outside training and measuring, seconds) of each gap between two trial ends
+    (fine-tuning, after the last trial, is not a trial's overhead)."""
+    ordered = sorted((t for t in trials if "replaces" not in t), key=lambda t: t["end_s"])
     return [
         (max(0.0, (b["end_s"] - a["end_s"]) - b["inside_s"]), b["end_s"] - a["end_s"])
         for a, b in itertools.pairwise(ordered)
@@ -426,8 +493,9 @@ def curve_figures(trials: list[dict[str, Any]], front: list[dict[str, Any]], fig
     ratio for everyone let a dominated trial rise above the front it lost to."""
     ratio = {id(t): f / t["throughput"] for t, f in zip(front, figures, strict=True)}
     on_scale: dict[int, float] = {}
+    gone = replaced(trials)
     for k, t in enumerate(trials):
-        if t["accuracy"] is None:
+        if t["accuracy"] is None or k in gone:
             continue
         if id(t) in ratio:
             on_scale[k] = t["throughput"] * ratio[id(t)]
@@ -436,6 +504,9 @@ def curve_figures(trials: list[dict[str, Any]], front: list[dict[str, Any]], fig
             ratio[id(f)] for f in front if f["accuracy"] >= t["accuracy"] and f["throughput"] >= t["throughput"]
         ]
         on_scale[k] = t["throughput"] * min(dominating)
+    for k, t in enumerate(trials):  # a replaced entry is the same network as its replacement: its figure
+        if "replaces" in t:
+            on_scale[t["replaces"]] = on_scale[k]
     return on_scale
 
 
@@ -449,19 +520,23 @@ def summarise(runs: dict[str, list[list[dict[str, Any]]]], remeasured: dict[tupl
             front, figures = own_front(trials), remeasured[(name, seed)]
             finals.append(hypervolume([(t["accuracy"], f) for t, f in zip(front, figures, strict=True)]))
             on_scale = curve_figures(trials, front, figures)
-            done, curve = [], []
-            for k in sorted(on_scale, key=lambda k: trials[k]["end_s"]):
-                done.append((trials[k]["accuracy"], on_scale[k]))
-                curve.append((trials[k]["end_s"], hypervolume(done)))
+            done: dict[int, tuple[float, float]] = {}
+            curve = []
+            for k in sorted(on_scale, key=lambda k: (trials[k]["end_s"], k)):
+                done[k] = (trials[k]["accuracy"], on_scale[k])
+                done.pop(trials[k].get("replaces", -1), None)
+                curve.append((trials[k]["end_s"], hypervolume(list(done.values()))))
             scaled_curves.append(curve)
         curves[name] = scaled_curves
         rows[name] = {
             "final_hv": statistics.median(finals),
             "final_hv_by_seed": finals,
-            "trials": statistics.median(len(t) for t in seeds),
+            "trials": statistics.median(len(t) - len(replaced(t)) for t in seeds),
+            "finetuned": statistics.median(len(replaced(t)) for t in seeds),
             "stopped_early": statistics.median(sum(x["stopped"] for x in t) for t in seeds),
             "overhead": statistics.median(overhead(t) for t in seeds),
             "overhead_s": statistics.median(overhead_s(t) for t in seeds),
+            "last_s": statistics.median(max((x["end_s"] for x in t), default=0.0) for t in seeds),
         }
 
     def reach(name: str, targets: list[float]) -> tuple[float, int]:
@@ -688,9 +763,9 @@ def finish(report: dict[str, Any], out: Path | None, plot_path: Path | None) -> 
     print("runs made at " + ", ".join(f"{c} ({d}, {m})" for c, d, m in made))
     print(
         "| contender | trials | stopped early | final hypervolume (re-measured) "
-        "| time to Hyperband's final | time to nas' final (same seed) | overhead per trial |"
+        "| time to Hyperband's final | time to nas' final (same seed) | overhead per trial | last result at |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, row in summary["rows"].items():
         reach = f"{row['time_to_hyperband_final_s']:.0f} s ({row['seeds_reaching_it']}/{seeds} seeds)"
         to_nas = (
@@ -700,7 +775,7 @@ def finish(report: dict[str, Any], out: Path | None, plot_path: Path | None) -> 
         )
         print(
             f"| {name} | {row['trials']:.0f} | {row['stopped_early']:.0f} | {row['final_hv']:.4f} | {reach} "
-            f"| {to_nas} | {row['overhead_s']:.2f} s ({row['overhead']:.1%}) |"
+            f"| {to_nas} | {row['overhead_s']:.2f} s ({row['overhead']:.1%}) | {row.get('last_s', math.nan):.0f} s |"
         )
 
 

@@ -59,6 +59,27 @@ def test_hypervolume_curves_end_at_the_re_measured_final() -> None:
     assert summary["rows"]["KerasTuner Hyperband"]["time_to_hyperband_final_s"] == 20
 
 
+def test_a_fine_tuned_subnet_replaces_its_inherited_figure_from_when_it_was_fine_tuned() -> None:
+    race = _race()
+    # Supernet trials A (0.8, 10k) and B (0.6, 20k); at 50 s A is fine-tuned to 0.95, B to
+    # 0.55 (lower: the fine-tuned weights are what is stored, so it counts, not the inherited).
+    trials = [_trial(10, 0.8, 10_000), _trial(20, 0.6, 20_000)]
+    trials += [trials[0] | {"end_s": 50, "accuracy": 0.95, "replaces": 0}]
+    trials += [trials[1] | {"end_s": 50, "accuracy": 0.55, "replaces": 1}]
+    front = race.own_front(trials)
+    assert [(t["end_s"], t["accuracy"]) for t in front] == [(50, 0.95), (50, 0.55)]
+    figures = [5_000, 40_000]  # re-measured: ratios 0.5 and 2
+    assert race.curve_figures(trials, front, figures) == {0: 5_000, 1: 40_000, 2: 5_000, 3: 40_000}
+    summary = race.summarise({"KerasTuner Hyperband": [trials]}, {("KerasTuner Hyperband", 0): figures}, 60)
+    curve = summary["curves"]["KerasTuner Hyperband"][0]
+    inherited = race.hypervolume([(0.8, 5_000), (0.6, 40_000)])
+    final = race.hypervolume([(0.95, 5_000), (0.55, 40_000)])
+    assert curve[1] == (20, pytest.approx(inherited)) and curve[-1] == (50, pytest.approx(final))
+    row = summary["rows"]["KerasTuner Hyperband"]
+    assert row["final_hv"] == pytest.approx(final) and row["trials"] == 2 and row["finetuned"] == 2
+    assert row["last_s"] == 50 and row["overhead_s"] == pytest.approx(9.0)  # fine-tuning is no trial's overhead
+
+
 def test_a_written_report_is_summarised_again_without_measuring(tmp_path: Path) -> None:
     race = _race()
     hyperband = [_trial(10, 0.9, 10_000), _trial(20, 0.5, 100_000), _trial(30, 0.8, 9_000)]
