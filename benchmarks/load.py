@@ -76,7 +76,9 @@ def _workers_of(parent: int) -> list[int]:
 def _running_trials(study: optuna.Study, parent: subprocess.Popen[str], rng: random.Random) -> dict[int, int]:
     """Worker pid -> the trial it is running. For up to 3 s, only trials that are measuring
     (their build phase is recorded): a state that lasts long enough for a kill to land in it,
-    where a trial screened on its plan is over in milliseconds. Then any running trial."""
+    where a trial screened on its plan is over in milliseconds. Then the first running trial
+    seen, however long that takes: late in a run, when trials are screened in milliseconds, a
+    single look at the deadline often finds none, and the run ended with a due kill unsent."""
     deadline = time.monotonic() + 3.0
     while True:
         trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
@@ -88,7 +90,7 @@ def _running_trials(study: optuna.Study, parent: subprocess.Popen[str], rng: ran
             if (pid := t.user_attrs.get("worker", {}).get("pid")) in live
             and "build" in t.user_attrs.get("durations", {})
         }
-        if measuring or time.monotonic() > deadline or parent.poll() is not None:
+        if measuring or (running and time.monotonic() > deadline) or parent.poll() is not None:
             return measuring or running
         time.sleep(rng.uniform(0.05, 0.15))
 
@@ -178,7 +180,8 @@ def run_load(
         wall = time.monotonic() - started
         stderr = log.read_text(errors="replace")
     try:
-        return _check(storage, name, trials, batch_size, snapshots, kills, wall, workers, parent.returncode, stderr)
+        result = _check(storage, name, trials, batch_size, snapshots, kills, wall, workers, parent.returncode, stderr)
+        return result | {"kills_due_unsent": len(due)}
     finally:
         optuna.delete_study(study_name=name, storage=storage)
 
