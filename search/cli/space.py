@@ -166,8 +166,9 @@ def show(
     if strategy["strategy"] == "supernet":
         tuned = strategy["finetune"]["epochs"]
         out.print(
-            f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training, BatchNorm re-calibrated "
-            f"on {strategy['calibration_batches']} batches; "
+            f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training"
+            + (f", channels sorted by importance after epoch {after}" if (after := strategy["sort_after"]) else "")
+            + f", BatchNorm re-calibrated on {strategy['calibration_batches']} batches; "
             + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
             + f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
             + (", ".join(f"{k}={v}" for k, v in strategy["fixed"].items()) or "nothing"),
@@ -201,11 +202,13 @@ def _strategy(loaded: Any) -> dict[str, Any]:
     if settings.strategy != "supernet":
         return {"strategy": settings.strategy}
     from nas.search.space.elastic import elastic_space
+    from nas.search.supernet.train import sort_epoch
 
     elastic = elastic_space(loaded)  # a space it cannot share was refused when it was loaded
     return {
         "strategy": "supernet",
         **settings.supernet.model_dump(exclude={"fixed"}),
+        "sort_after": sort_epoch(settings.supernet.epochs, settings.supernet.sort_channels),
         "elastic": list(elastic.elastic),
         "fixed": elastic.fixed,
     }

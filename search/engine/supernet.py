@@ -28,7 +28,13 @@ from nas.search.space import SearchSpace
 from nas.search.space.elastic import ElasticSpace, elastic_space
 from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import SupernetTraining, checkpoint_progress, load_checkpoint, train_supernet
+from nas.search.supernet.train import (
+    SupernetTraining,
+    checkpoint_progress,
+    load_checkpoint,
+    sort_epoch,
+    train_supernet,
+)
 from nas.search.training import TrainResult
 from nas.storage import StorageURL, study_lock
 from nas.storage.paths import own_folder, safe_name
@@ -74,6 +80,7 @@ def prepare_supernet(
     supernet = Supernet(largest, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
         training = SupernetTraining(settings.epochs)
+        sort_after = sort_epoch(settings.epochs, settings.sort_channels)
         if path.exists():
             held = checkpoint_progress(path)
             training.done, training.history = held.done, held.history
@@ -85,7 +92,9 @@ def prepare_supernet(
             events.message(f"supernet: resuming from epoch {training.done} of {training.epochs} ({path})")
         else:
             events.message(
-                f"supernet: training {training.epochs} epochs (sandwich of 4 subnets per step), fixed: "
+                f"supernet: training {training.epochs} epochs (sandwich of 4 subnets per step"
+                + (f", channels sorted by importance after epoch {sort_after}" if sort_after else "")
+                + "), fixed: "
                 + ", ".join(f"{k}={v}" for k, v in elastic.fixed.items())
             )
 
@@ -104,7 +113,9 @@ def prepare_supernet(
                 f"({figures['seconds']:.0f} s)"
             )
 
-        train_supernet(supernet, elastic, data, training, path, seed=options.seed, on_epoch=on_epoch)
+        train_supernet(
+            supernet, elastic, data, training, path, seed=options.seed, on_epoch=on_epoch, sort_after=sort_after
+        )
     return TrainedSupernet(supernet, elastic, training)
 
 

@@ -281,6 +281,9 @@ class SearchSpace:
         if self.spec.search.strategy == "supernet":
             data["search"] = self.spec.search.model_dump(mode="json", include={"strategy", "supernet"})
             data["search"]["supernet"].pop("finetune")  # it acts after the search (spec.py)
+            if not data["search"]["supernet"]["sort_channels"]:
+                # A study from before channel sorting existed was trained without it.
+                data["search"]["supernet"].pop("sort_channels")
         return json.dumps(_plain(data), sort_keys=True)
 
 

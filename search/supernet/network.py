@@ -70,6 +70,23 @@ def _masks_of(largest: NetworkPlan, plan: NetworkPlan) -> dict[str, np.ndarray]:
     return out
 
 
+def _slots_by_weight(optimizer: Any, variables: dict[str, Any]) -> dict[str, list[Any]]:
+    """The optimizer's state variables of each weight. Keras names a variable it adds for a
+    weight `{weight path, "/" as "_"}_{slot}` (add_variable_from_reference's documented
+    pattern) and gives it the weight's shape; the longest matching path wins, so that
+    `a_kernel` never claims `a_kernel_b`'s state."""
+    prefixes = {w.path.replace("/", "_") + "_": key for key, w in variables.items()}
+    out: dict[str, list[Any]] = {}
+    for slot in optimizer.variables:
+        matches = [p for p in prefixes if slot.name.startswith(p)]
+        if not matches:
+            continue
+        key = prefixes[max(matches, key=len)]
+        if tuple(slot.shape) == tuple(variables[key].shape):
+            out.setdefault(key, []).append(slot)
+    return out
+
+
 class Supernet:
     """Weights of the largest subnet of `largest`, named as build_plan names its layers."""
 
@@ -144,6 +161,59 @@ class Supernet:
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         for key, w in self.variables():
             w.assign(state[key])
+
+    # --- channel importance ----------------------------------------------------------------
+
+    def channel_orders(self) -> dict[str, list[tuple[str, int]]]:
+        """Each permutable channel group, as the (weight key, axis) pairs it spans; the first
+        pair is the group's reader, whose L1 norm per channel is the channel's importance
+        (Once-for-All's criterion). A block's hidden channels are permutable where the block
+        expands (without an expansion they are the residual stream's); its squeeze-and-
+        excitation channels and the head's always. The stem's and blocks' output channels are
+        not: residual connections tie them across blocks."""
+        groups: dict[str, list[tuple[str, int]]] = {}
+        for b in self.plan.blocks:
+            if b.expand:
+                groups[f"{b.name}/hidden"] = [
+                    (f"{b.name}_project_conv/0", 2),
+                    (f"{b.name}_expand_conv/0", 3),
+                    *((f"{b.name}_expand_bn/{i}", 0) for i in range(4)),
+                    (f"{b.name}_dw/0", 2),
+                    *((f"{b.name}_dw_bn/{i}", 0) for i in range(4)),
+                    *(
+                        [(f"{b.name}_se_reduce/0", 2), (f"{b.name}_se_expand/0", 3), (f"{b.name}_se_expand/1", 0)]
+                        if b.se_ch
+                        else []
+                    ),
+                ]
+            if b.se_ch:
+                groups[f"{b.name}/se"] = [
+                    (f"{b.name}_se_expand/0", 2),
+                    (f"{b.name}_se_reduce/0", 3),
+                    (f"{b.name}_se_reduce/1", 0),
+                ]
+        reader = "head_hidden" if self.plan.head_hidden else "logits"
+        groups["head"] = [(f"{reader}/0", 0), ("head_conv/0", 3), *((f"head_bn/{i}", 0) for i in range(4))]
+        return groups
+
+    def sort_channels(self, optimizer: Any | None = None) -> dict[str, np.ndarray]:
+        """Reorder every permutable channel group most important first, so that a subnet's
+        first k channels are the k that matter most to the largest network, which computes
+        exactly what it did before. The optimizer's per-weight state (Adam's moments, SGD's
+        momentum) is reordered with its weight. Returns each group's new order."""
+        variables = {key: w for key, w in self.variables()}
+        slots = _slots_by_weight(optimizer, variables) if optimizer is not None else {}
+        orders = {}
+        for group, spans in self.channel_orders().items():
+            reader, axis = spans[0]
+            value = np.asarray(variables[reader].numpy())
+            importance = np.abs(value).sum(axis=tuple(i for i in range(value.ndim) if i != axis))
+            order = np.argsort(-importance, kind="stable")
+            orders[group] = order
+            for key, axis in spans:
+                for target in (variables[key], *slots.get(key, ())):
+                    target.assign(np.take(np.asarray(target.numpy()), order, axis=axis))
+        return orders
 
     # --- subnets ------------------------------------------------------------------------
 

@@ -5,6 +5,12 @@ the largest's predictions (BigNAS' sandwich rule and in-place distillation): the
 all four are summed into one update of the shared weights. After every epoch the weights and
 the optimizer's state are written to one checkpoint file (atomically), so a killed training
 resumes from its last finished epoch with the same state it would have had.
+
+With `sort_after` the hidden, squeeze-and-excitation and head channels are sorted by
+importance once, after that epoch (network.py: Supernet.sort_channels, before the checkpoint,
+so a resumed training holds the sorted weights); the subnets trained after it start from the
+channels that matter most to the largest network, as in Once-for-All, whose elastic-width
+phase starts from sorted channels.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from nas.search.training.train import make_optimizer
 
 SANDWICH = 4  # largest, smallest and two random subnets per step
 EpochCallback = Callable[[int, int, dict[str, float]], None]
+
+
+def sort_epoch(epochs: int, sort_channels: bool) -> int:
+    """The epoch after which channels are sorted: a quarter into the training, when the
+    largest network's weights say which channels matter, with three quarters left for the
+    subnets to train on the new order; 0 (never) where no epoch is left after it."""
+    after = max(1, epochs // 4)
+    return after if sort_channels and after < epochs else 0
 
 
 @dataclass
@@ -81,6 +95,7 @@ def train_supernet(
     *,
     seed: int,
     on_epoch: EpochCallback = lambda *_: None,
+    sort_after: int = 0,
 ) -> SupernetTraining:
     """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
     checkpoint after each epoch."""
@@ -138,6 +153,9 @@ def train_supernet(
             "smallest_accuracy": round(float(hits[1]) / max(seen, 1), 5),
             "seconds": round(time.perf_counter() - t0, 3),
         }
+        if epoch == sort_after:
+            supernet.sort_channels(optimizer)
+            figures["sorted_channels"] = 1.0
         training.done = epoch
         training.history.append(figures)
         save_checkpoint(checkpoint, supernet, optimizer, training)
