@@ -14,8 +14,13 @@ fine-tunes a supernet study's front (results/finetune.py: out of the supernet, r
 `--finetune-epochs` epochs from a tenth of the supernet's rate) and each member's inherited, fine-tuned
 and stand-alone (the table's) accuracy are reported side by side.
 
+With `--standalone` (benchmarks/standalone.py's file: the same architectures trained from
+scratch to the end, several seeds) the inherited accuracies are also ranked against the mean
+of those trainings, and each fine-tuned front member is set beside it.
+
     python benchmarks/supernet.py                       # about 2 minutes on 2 cores
     python benchmarks/supernet.py --epochs 40 --out benchmarks/supernet.json
+    python benchmarks/supernet.py --sort-channels       # channels sorted by importance once
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from nas.search.space import space_from_dict
 from nas.search.space.elastic import elastic_space
 from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import SupernetTraining, train_supernet
+from nas.search.supernet.train import SupernetTraining, sort_epoch, train_supernet
 
 
 def standalone(table: tables.Table, fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -73,6 +78,34 @@ def best_learning_rate(table: tables.Table, batch_size: int) -> float:
     return max(by_rate, key=lambda rate: statistics.median(by_rate[rate]))
 
 
+def mean_by_architecture(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Architecture key -> mean accuracy over its seeds (benchmarks/standalone.py's runs)."""
+    by: dict[str, list[float]] = {}
+    for run in runs:
+        by.setdefault(tables.config_key(run["arch"]), []).append(run["accuracy"])
+    return {key: statistics.fmean(values) for key, values in by.items()}
+
+
+def against_full_training(
+    path: Path, architectures: list[dict[str, Any]], inherited: list[float]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The inherited ranking against the mean of full stand-alone trainings, and those means."""
+    document = json.loads(path.read_text())
+    means = mean_by_architecture(document["runs"])
+    pairs = [(i, means[k]) for i, k in zip(inherited, map(tables.config_key, architectures), strict=True) if k in means]
+    figures = [m for _, m in pairs]
+    report = {
+        "file": str(path),
+        "epochs": document["epochs"],
+        "seeds": len({r["seed"] for r in document["runs"]}),
+        "architectures": len(pairs),
+        "standalone_range": [round(min(figures), 4), round(max(figures), 4)],
+        **tables.rank_correlations([i for i, _ in pairs], figures),
+        "seed_agreement": document.get("summary", {}).get("seed_agreement"),
+    }
+    return report, means
+
+
 def front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points (accuracy, throughput) no other point dominates."""
     return [i for i, (a, t) in enumerate(points) if not any(b >= a and u >= t and (b, u) != (a, t) for b, u in points)]
@@ -88,6 +121,7 @@ def finetune_front(
     fixed: dict[str, Any],
     calibration: list[Any],
     args: argparse.Namespace,
+    full: dict[str, float],
 ) -> dict[str, Any]:
     """The inherited front fine-tuned by nas' own code, beside the table's stand-alone figures."""
     rows = [reference[tables.config_key(arch)] for arch in architectures]
@@ -107,11 +141,17 @@ def finetune_front(
                 "inherited": round(inherited[i], 4),
                 "finetuned": round(result.accuracy, 4),
                 "standalone": round(rows[i]["accuracy"], 4),
+                **(
+                    {"standalone_full": round(full[key], 4)}
+                    if (key := tables.config_key(architectures[i])) in full
+                    else {}
+                ),
                 "finetune_s": round(time.perf_counter() - started, 1),
             }
         )
         print(f"front {len(out)}/{len(members)}: {out[-1]}", flush=True)
     gaps = [m["standalone"] - m["finetuned"] for m in out]
+    full_gaps = [m["standalone_full"] - m["finetuned"] for m in out if "standalone_full" in m]
     return {
         "epochs": args.finetune_epochs,
         "learning_rate": finetune_rate(fixed["learning_rate"], args.finetune_learning_rate),
@@ -119,6 +159,14 @@ def finetune_front(
         "median_gap_standalone_minus_finetuned": round(statistics.median(gaps), 4),
         "max_gap_standalone_minus_finetuned": round(max(gaps), 4),
         "within_1_point": sum(g <= 0.01 for g in gaps),
+        **(
+            {
+                "median_gap_full_standalone_minus_finetuned": round(statistics.median(full_gaps), 4),
+                "within_1_point_of_full_standalone": sum(g <= 0.01 for g in full_gaps),
+            }
+            if full_gaps
+            else {}
+        ),
     }
 
 
@@ -132,6 +180,13 @@ def main() -> None:
     parser.add_argument(
         "--finetune-learning-rate", type=float, default=None, help="(default: as nas, a tenth of the supernet's)"
     )
+    parser.add_argument(
+        "--sort-channels",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="sort channels by importance a quarter into the training (nas' sort_channels; default off)",
+    )
+    parser.add_argument("--standalone", type=Path, help="benchmarks/standalone.py's output: full-training figures")
     parser.add_argument("--out", type=Path, help="write the report as JSON")
     args = parser.parse_args()
     set_debug(False)
@@ -163,6 +218,7 @@ def main() -> None:
             Path(tmp) / "supernet.npz",
             seed=args.seed,
             on_epoch=lambda e, n, f: print(f"epoch {e}/{n}: {f}", flush=True),
+            sort_after=sort_epoch(args.epochs, args.sort_channels),
         )
     train_s = time.perf_counter() - started
 
@@ -189,14 +245,23 @@ def main() -> None:
             "standalone_range": [round(min(figures), 4), round(max(figures), 4)],
             **tables.rank_correlations(inherited, figures),
         }
-    finetuned = finetune_front(supernet, space, data, architectures, inherited, reference, fixed, calibration, args)
+    full_report: dict[str, Any] = {}
+    full: dict[str, float] = {}
+    if args.standalone:
+        full_report, full = against_full_training(args.standalone, architectures, inherited)
+    finetuned = finetune_front(
+        supernet, space, data, architectures, inherited, reference, fixed, calibration, args, full
+    )
     per_subnet = statistics.median(seconds)
     top = np.argsort(inherited)[::-1][:5]
     report = {
         "command": "python benchmarks/supernet.py"
         + (f" --epochs {args.epochs}" if args.epochs != 30 else "")
         + (f" --finetune-epochs {args.finetune_epochs}" if args.finetune_epochs != 3 else "")
-        + (f" --finetune-learning-rate {args.finetune_learning_rate:g}" if args.finetune_learning_rate else ""),
+        + (f" --finetune-learning-rate {args.finetune_learning_rate:g}" if args.finetune_learning_rate else "")
+        + (" --sort-channels" if args.sort_channels else "")
+        + (f" --standalone {args.standalone}" if args.standalone else ""),
+        "sorted_channels_after_epoch": sort_epoch(args.epochs, args.sort_channels),
         "commit": tables.commit(),
         "date": dt.date.today().isoformat(),
         "machine": tables.machine(),
@@ -218,6 +283,7 @@ def main() -> None:
         },
         "rank": tables.rank_correlations(inherited, own),
         "rank_against_each_learning_rate": by_rate,
+        "rank_against_full_training": full_report,
         "seconds_per_subnet": round(per_subnet, 3),
         "subnets_per_hour_without_measuring": round(3600 / per_subnet),
         "measure_seconds_median_uncached_in_table": round(measure_s, 3),
