@@ -15,8 +15,9 @@ workers are threads under one simulated clock: only the worker whose clock is ea
 so a trial asked while others run sees them RUNNING, a rung reads only what was there at its
 moment, and a seed replays exactly.
 
-Every trial costs its tool's per-trial overhead as the race measured it (benchmarks/race.json:
-asking, storing, process and framework costs outside measuring and training).
+Every trial costs its tool's per-trial overhead as the newest race that ran the tool measured
+it (benchmarks/race*.json: asking, storing, process and framework costs outside measuring and
+training).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from nas.search.engine.trial import TrialRunner
 from nas.search.space import SearchSpace, space_from_dict
 
 HERE = Path(__file__).resolve().parent
-RACE = HERE / "race.json"
+RACES = sorted(HERE.glob("race*.json"))  # every race report; per tool, the newest figure counts
 
 
 class SimClock:
@@ -131,10 +132,23 @@ CONTENDERS = [
 ]
 
 
-def overheads(path: Path = RACE) -> dict[str, float]:
-    """Per-trial overhead of each tool in seconds, as the last race measured it."""
-    rows = json.loads(path.read_text())["rows"]
-    return {name: float(row["overhead_s"]) for name, row in rows.items()}
+def overhead_sources(paths: list[Path] = RACES) -> dict[str, dict[str, Any]]:
+    """Per tool, the newest race report that measured its per-trial overhead: its seconds,
+    file, commit and date (a tool's overhead changes with its code, so an old figure would
+    charge nas for costs it no longer has)."""
+    reports = [(json.loads(p.read_text()), p.name) for p in paths]
+    reports.sort(key=lambda r: r[0]["date"])  # stable: equal dates keep file order
+    found: dict[str, dict[str, Any]] = {}
+    for report, name in reports:
+        for tool, row in report["rows"].items():
+            seconds = float(row["overhead_s"])
+            found[tool] = {"seconds": seconds, "file": name, "commit": report["commit"], "date": report["date"]}
+    return found
+
+
+def overheads(paths: list[Path] = RACES) -> dict[str, float]:
+    """Per-trial overhead of each tool in seconds, from the newest race that ran it."""
+    return {tool: source["seconds"] for tool, source in overhead_sources(paths).items()}
 
 
 def _space(table: tables.Table, early_stopping: dict[str, Any] | None) -> SearchSpace:
@@ -434,6 +448,7 @@ def run(
         "grid_s": grid,
         "reference_point": list(reference_point(table)),
         "overheads_s": overheads(),
+        "overhead_sources": overhead_sources(),
         "default": default,
         "table": {k: table.header[k] for k in ("commit", "date", "machine", "rows")},
         "workers": results,

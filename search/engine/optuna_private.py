@@ -36,3 +36,9 @@ def stale_trial_ids(study: optuna.Study) -> set[int] | None:
     except Exception as exc:  # a private call: any failure means "cannot tell", never a crash
         log.warning("could not query stale heartbeats: %s", exc)
         return None
+
+
+def cached_trials(study: optuna.Study, states: tuple[optuna.trial.TrialState, ...]) -> list[FrozenTrial]:
+    """The study's trials as its sampler sees them during one ask: Optuna caches the list per
+    ask for its own samplers, so a sampler wrapper reading it costs no second storage query."""
+    return study._get_trials(deepcopy=False, states=states, use_cache=True)

@@ -5,10 +5,16 @@ from __future__ import annotations
 import optuna
 
 from nas.errors import NasError
+from nas.search.engine.distinct import DistinctSampler
 from nas.search.records import SamplerName, choices
 
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    """The named sampler, kept from proposing a configuration the study already has."""
+    return DistinctSampler(_sampler(name, seed), seed)
+
+
+def _sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     if name == SamplerName.TPE:
         # constant_liar: trials running in parallel workers count as pessimistic results, so
         # workers do not all propose the same point.

@@ -5,6 +5,7 @@ gets back the table's figures and charges its simulated clock what the build spe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -215,6 +216,22 @@ def test_hypervolume_and_the_paired_interval() -> None:
     assert 0.09 < low < 0.104 < high < 0.12  # a steady gain of 0.104 on average: the interval excludes zero
     low, high = replay.bootstrap_interval([0.1, -0.1] * 15)
     assert low < 0 < high  # no difference on average: the interval holds zero
+
+
+def test_each_tool_pays_the_overhead_its_newest_race_measured(tmp_path: Path) -> None:
+    replay = _replay_module()
+
+    def report(name: str, date: str, rows: dict[str, float]) -> Path:
+        path = tmp_path / name
+        body = {"commit": name[:4], "date": date, "rows": {k: {"overhead_s": v} for k, v in rows.items()}}
+        path.write_text(json.dumps(body))
+        return path
+
+    # File names sort against the dates: the date decides, not the name.
+    newer = report("a_race.json", "2026-12-04", {"nas": 0.3, "KerasTuner Hyperband": 3.2})
+    older = report("b_race.json", "2026-12-01", {"nas": 1.2, "Optuna TPE": 0.2, "KerasTuner Hyperband": 5.2})
+    assert replay.overheads([newer, older]) == {"nas": 0.3, "KerasTuner Hyperband": 3.2, "Optuna TPE": 0.2}
+    assert replay.overhead_sources([newer, older])["Optuna TPE"]["file"] == "b_race.json"
 
 
 @pytest.mark.slow
