@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import math
 import multiprocessing
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from nas.search.engine.trial import TrialRunner
 from nas.search.space import SearchSpace, space_from_dict
 
 HERE = Path(__file__).resolve().parent
-RACES = sorted(HERE.glob("race*.json"))  # every race report; per tool, the newest figure counts
+RACES = tuple(sorted(HERE.glob("race*.json")))  # every race report; per tool, the newest figure counts
 
 
 class SimClock:
@@ -132,10 +133,15 @@ CONTENDERS = [
 ]
 
 
-def overhead_sources(paths: list[Path] = RACES) -> dict[str, dict[str, Any]]:
+def overhead_sources(paths: Sequence[Path] = RACES) -> dict[str, dict[str, Any]]:
     """Per tool, the newest race report that measured its per-trial overhead: its seconds,
     file, commit and date (a tool's overhead changes with its code, so an old figure would
     charge nas for costs it no longer has)."""
+    return dict(_overhead_sources(tuple(paths)))
+
+
+@functools.cache  # read once per process: every replay job asks, and the reports are 1 MB of JSON
+def _overhead_sources(paths: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
     reports = [(json.loads(p.read_text()), p.name) for p in paths]
     reports.sort(key=lambda r: r[0]["date"])  # stable: equal dates keep file order
     found: dict[str, dict[str, Any]] = {}
@@ -146,7 +152,7 @@ def overhead_sources(paths: list[Path] = RACES) -> dict[str, dict[str, Any]]:
     return found
 
 
-def overheads(paths: list[Path] = RACES) -> dict[str, float]:
+def overheads(paths: Sequence[Path] = RACES) -> dict[str, float]:
     """Per-trial overhead of each tool in seconds, from the newest race that ran it."""
     return {tool: source["seconds"] for tool, source in overhead_sources(paths).items()}
 
