@@ -715,7 +715,9 @@ def main() -> None:
         + (f" --runs {args.runs}" if args.runs else "")
         + (f" --contenders '{args.contenders}'" if args.contenders else ""),
         "commit": commit(),
-        "date": dt.date.today().isoformat(),
+        # to the minute, UTC: the replay charges each tool the newest race's overhead, and two
+        # races of one day must still be ordered (a date alone sorts before its own day's times)
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
         "machine": machine(),
         "budget_s": args.budget,
         "seeds": args.seeds,

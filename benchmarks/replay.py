@@ -143,6 +143,7 @@ def overhead_sources(paths: Sequence[Path] = RACES) -> dict[str, dict[str, Any]]
 @functools.cache  # read once per process: every replay job asks, and the reports are 1 MB of JSON
 def _overhead_sources(paths: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
     reports = [(json.loads(p.read_text()), p.name) for p in paths]
+    # ISO dates, some with a UTC time: a day's timed reports sort after that day's date-only ones
     reports.sort(key=lambda r: r[0]["date"])  # stable: equal dates keep file order
     found: dict[str, dict[str, Any]] = {}
     for report, name in reports:
