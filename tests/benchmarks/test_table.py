@@ -232,6 +232,9 @@ def test_each_tool_pays_the_overhead_its_newest_race_measured(tmp_path: Path) ->
     older = report("b_race.json", "2026-12-01", {"nas": 1.2, "Optuna TPE": 0.2, "KerasTuner Hyperband": 5.2})
     assert replay.overheads([newer, older]) == {"nas": 0.3, "KerasTuner Hyperband": 3.2, "Optuna TPE": 0.2}
     assert replay.overhead_sources([newer, older])["Optuna TPE"]["file"] == "b_race.json"
+    # Races stamped with their UTC time: a later one the same day wins over a date-only one.
+    timed = report("0_race.json", "2026-12-04T19:10+00:00", {"nas": 0.6})
+    assert replay.overheads([timed, newer, older])["nas"] == 0.6
 
 
 @pytest.mark.slow
