@@ -117,10 +117,12 @@ def run_load(
     kills_at: int | None = None,
 ) -> dict[str, Any]:
     """The run and its checks. Kills come every `kill_every` seconds, or with `kills_at=N`
-    paced by progress instead: one each time another 1/(N+1) of the budget has finished, so
-    a run that goes faster than expected still sees its N kills (a miss is tried again)."""
+    paced by progress instead: one each time another 1/(N+2) of the budget has finished, so
+    a run that goes faster than expected still sees its N kills (a miss is tried again). The
+    last 2/(N+2) are left for the last kill to land: at 1/(N+1) steps a fast run (60 trials in
+    30 s) finished its last quarter while the workers killed before were still starting."""
     rng = random.Random(seed)
-    due = [trials * (k + 1) // (kills_at + 1) for k in range(kills_at)] if kills_at else []
+    due = [trials * (k + 1) // (kills_at + 2) for k in range(kills_at)] if kills_at else []
     name = f"nas-load-{uuid.uuid4().hex[:8]}"
     batch_size = rng.randint(200, 100_000)  # cache keys of this run only
     with tempfile.TemporaryDirectory(prefix="nas-load-") as tmp:

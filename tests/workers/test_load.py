@@ -2,7 +2,7 @@
 with SIGKILL throughout (benchmarks/load.py does the run and the checks).
 
 The suite runs a smaller version of the benchmark: 3 workers, NAS_LOAD_TRIALS trials
-(default 60), 3 kills paced by progress (at each quarter of the budget, not by the clock: a
+(default 60), 3 kills paced by progress (at each fifth of the budget, not by the clock: a
 run faster than expected still sees them), each aimed at a worker while it measures (a state
 the run observes in the database, so the kills land mid-trial). The 8-worker, 2,000-trial run
 recorded in benchmarks/RESULTS.md is `python benchmarks/load.py`."""
@@ -30,7 +30,7 @@ def test_workers_killed_at_random_lose_nothing_on_postgresql() -> None:
     assert result["returncode"] == 0, result["stderr_tail"]
     assert result["finished"] == trials  # the budget, met exactly
     assert set(result["states"]) <= {"PRUNED", "FAIL"}, result["states"]  # nothing RUNNING or WAITING
-    assert result["kills"] >= 3, result  # the run really was interrupted, at every quarter
+    assert result["kills"] >= 3, result  # the run really was interrupted, at every fifth
     assert result["kills_mid_trial"] >= 1, result  # at least one kill hit a running trial
     assert result["failed_by_kills"] == result["kills_mid_trial"], result  # each such kill failed one trial
     assert result["unexplained_failures"] == [] and result["failed_not_retried"] == []
