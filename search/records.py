@@ -58,6 +58,7 @@ class TrialAttr(StrEnum):
     KERAS_ACCURACY = "keras_accuracy"  # accuracy of the trained Keras model before conversion
     WEIGHTS_BYTES = "weights_bytes"  # size of the stored trained model
     WEIGHTS_ERROR = "weights_error"  # why the trained model could not be stored
+    WEIGHTS_SKIPPED = "weights_skipped"  # why it was not stored: dominated (or infeasible) when it finished
     FAIL_REASON = "fail_reason"  # one line: why the trial failed
     RETRY_OF = "retry_of"  # on a queued retry: the number of the trial it repeats
     RETRIES = "retries"  # on a queued retry: how many retries of the original trial so far

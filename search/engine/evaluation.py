@@ -54,6 +54,7 @@ class TrialWork:
     started: float = field(default_factory=time.perf_counter)
     history: dict[str, list[float]] = field(default_factory=dict)  # loss and val_accuracy per epoch so far
     rungs: dict[str, dict[str, Any]] = field(default_factory=dict)  # TrialAttr.RUNGS as it grows
+    constraints: dict[str, float] = field(default_factory=dict)  # as set on the trial, static and measured
 
     @contextmanager
     def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:

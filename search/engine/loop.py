@@ -138,6 +138,7 @@ def _work(
         screening=options.screening,
         delivery=delivery,
         warn=events.message,
+        keep_top_k=options.keep_top_k,
     )
     identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
     loop = _TrialLoop(study, storage, runner, options, events, identity, weights)

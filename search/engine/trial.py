@@ -19,6 +19,7 @@ from nas.search.engine.early_stopping import (
     rung_point,
 )
 from nas.search.engine.evaluation import Evaluation, PhaseCallback, TrialWork
+from nas.search.engine.retention import kept_on_finish
 from nas.search.hardware import HardwareCost
 from nas.search.nets import deployed_plan, plan_network, static_constraints
 from nas.search.records import Screened, TrialAttr
@@ -67,8 +68,10 @@ class TrialRunner:
         screening: bool = True,
         delivery: float | None = None,
         warn: Callable[[str], None] = lambda _: None,
+        keep_top_k: int = 0,
     ) -> None:
         self.space = space
+        self.keep_top_k = keep_top_k  # retention's: which finished trials' weights are worth saving
         self.evaluation = evaluation
         self.num_classes, self.channels = num_classes, channels  # of the dataset, for sampling
         self.delivery = delivery  # images/s the input pipeline delivers, measured once
@@ -117,10 +120,12 @@ class TrialRunner:
         run.trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
         return TrialOutcome(None, kind)
 
-    def _screened(self, trial: optuna.Trial, limits: dict[str, float], kind: Screened) -> bool:
+    def _screened(self, run: TrialWork, limits: dict[str, float], kind: Screened) -> bool:
         """Record the constraints; True when one is broken and the trial stops here."""
+        trial = run.trial
         for name, value in limits.items():
             trial.set_constraint(name, value)
+            run.constraints[name] = value
         if self.screening and any(v > 0 for v in limits.values()):
             trial.set_user_attr(TrialAttr.SCREENED, kind)
             return True
@@ -134,7 +139,7 @@ class TrialRunner:
         evaluation = self.evaluation
         with run.phase("plan", self.on_phase):
             self._plan(run)
-        if self._screened(trial, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
+        if self._screened(run, static_constraints(self.space.spec.constraints, run.net), Screened.STATIC):
             return self._screen_out(run, Screened.STATIC)
         with evaluation.scope(run):
             with run.phase("build", self.on_phase):
@@ -142,7 +147,7 @@ class TrialRunner:
             with run.phase("measure", self.on_phase):
                 self._measure(run)
             assert run.cost is not None
-            if self._screened(trial, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED):
+            if self._screened(run, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED):
                 return self._screen_out(run, Screened.MEASURED)
             try:
                 with run.phase("train", self.on_phase):
@@ -151,10 +156,20 @@ class TrialRunner:
                 return self._stop_at_rung(run, stop.decision)
             with run.phase("deploy", self.on_phase):
                 self._deploy(run)
-            if evaluation.keeps_weights:
+            values = self._values(run)
+            if evaluation.keeps_weights and self._worth_saving(run, values):
                 with run.phase("save", self.on_phase):
                     evaluation.save(run)
-        return TrialOutcome(self._values(run))
+        return TrialOutcome(values)
+
+    def _worth_saving(self, run: TrialWork, values: list[float]) -> bool:
+        """Whether retention would keep this trial's weights once it is told: most trials of a
+        long search finish dominated, and their file would be deleted right after it was written."""
+        trial = run.trial
+        reason = kept_on_finish(trial.study, trial.number, values, run.constraints, self.keep_top_k)
+        if reason is not None:
+            trial.set_user_attr(TrialAttr.WEIGHTS_SKIPPED, reason)
+        return reason is None
 
     def _plan(self, run: TrialWork) -> None:
         trial = run.trial

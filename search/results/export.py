@@ -121,8 +121,14 @@ def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenT
     return chosen
 
 
-def _weights_file(store: WeightStore, study: str, trial: int, artifacts: str | None) -> Path:
+def _weights_file(store: WeightStore, study: str, frozen: optuna.trial.FrozenTrial, artifacts: str | None) -> Path:
+    trial = frozen.number
     stored: StoredWeights | None = store.get(study, trial)
+    if stored is None and (skipped := frozen.user_attrs.get(TrialAttr.WEIGHTS_SKIPPED)):
+        raise NasError(
+            f"weights of trial {trial} were never saved: {skipped}, so they would have been deleted "
+            "(keep more with `nas search {keep_top_k} K`); use {retrain_full} to train it again"
+        )
     if stored is None:
         raise NasError(
             f"trial {trial} has no stored weights (the search ran with {{no_weights}} or before weights were kept); "
@@ -229,7 +235,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
     weights = {}
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
-        weights = {t.number: _weights_file(store, req.study, t.number, req.artifacts) for t in chosen}
+        weights = {t.number: _weights_file(store, req.study, t, req.artifacts) for t in chosen}
     _prepare_out(req.out)
 
     data = load_dataset(space.spec.dataset, warn=say)

@@ -74,8 +74,13 @@ def test_search_stores_trials_attributes_and_metric_names(
         assert 0 < attrs["peak_fraction"] < 1
         assert attrs["throughput_spread"] >= 0
         assert attrs["device"]["kind"] == "cpu" and attrs["device"]["tensorflow"].startswith("2.")
-        assert set(attrs["durations"]) == {"plan", "build", "measure", "train", "deploy", "save", "total"}
-        assert attrs["weights_bytes"] > 0
+        phases = {"plan", "build", "measure", "train", "deploy", "total"}
+        if "weights_skipped" in attrs:  # dominated by an earlier trial when it finished: never saved
+            assert set(attrs["durations"]) == phases and "weights_bytes" not in attrs
+            assert t.number > 0 and attrs["weights_skipped"].endswith("dominated it when it finished")
+        else:
+            assert set(attrs["durations"]) == phases | {"save"}
+            assert attrs["weights_bytes"] > 0
         assert "rungs" not in attrs and "early_stopped" not in attrs  # early stopping is off by default
         assert attrs["worker"]["pid"] > 0
         assert set(t.params) == {

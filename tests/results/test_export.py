@@ -48,10 +48,17 @@ def test_retention_keeps_the_front_and_deletes_dominated_weights(study_dir: Path
     finished = {t.number for t in study.trials if t.state == TrialState.COMPLETE and "screened" not in t.user_attrs}
     front = {t.number for t in study.best_trials}
     rows = {w.trial: w for w in _store(study_dir).all("exp")}
-    assert set(rows) == finished  # every trained trial's weights were saved once
+    # A trial dominated when it finished is never saved; every other trained trial once.
+    skipped = {t.number: t.user_attrs["weights_skipped"] for t in study.trials if "weights_skipped" in t.user_attrs}
+    assert set(rows) | set(skipped) == finished and not set(rows) & set(skipped)
+    by_number = {t.number: t for t in study.trials}
+    for n, reason in skipped.items():
+        dominating = by_number[int(reason.split()[1])]
+        assert reason == f"trial {dominating.number} dominated it when it finished"
+        assert dominating.datetime_complete <= by_number[n].datetime_complete
+        assert all(a >= b for a, b in zip(dominating.values, by_number[n].values, strict=True))
     assert {n for n, w in rows.items() if w.available} == front
-    dominated = finished - front
-    for n in dominated:
+    for n in set(rows) - front:  # saved, then dominated by a later trial
         assert rows[n].deleted is not None and not rows[n].path.exists()
     for n in front:
         assert hashlib.sha256(rows[n].path.read_bytes()).hexdigest() == rows[n].sha256
