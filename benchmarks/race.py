@@ -350,7 +350,7 @@ def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, fold
 
     common = {
         "objective": kt.Objective("score", "max"),
-        "seed": seed,
+        "seed": seed + 1,  # KerasTuner takes a seed of 0 for none (`seed or random.randint(...)`)
         "overwrite": True,
         "directory": str(folder),
         "project_name": "kt",
