@@ -23,7 +23,6 @@ training).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import functools
 import json
@@ -35,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, when loaded by path
 
+import gp_fast
 import race
 import table as tables
 
@@ -263,33 +263,6 @@ def replay_optuna(
     return points
 
 
-@contextlib.contextmanager
-def _plain_arrays_unchecked() -> Iterator[None]:
-    """sklearn's input checks on a finite float64 NumPy array, skipped inside its Gaussian
-    process. KerasTuner's BayesianOptimization maximises its acquisition with numerical
-    gradients: about 3,000 one-row `predict` calls per proposal, and checking each row (is it
-    a dataframe, a series, finite, of known features) was two thirds of the replay's real time
-    (cProfile, 1 seed). For such an array check_array returns the array itself, so the GP's
-    answers, and the oracle's proposals, are the same (tests/benchmarks/test_replay.py)."""
-    import numpy as np
-    from sklearn.gaussian_process import _gpr
-
-    checked = _gpr.validate_data
-
-    def validate_data(estimator: Any, X: Any, *rest: Any, **kwargs: Any) -> Any:
-        # Only predict's call (X alone, reset=False); fit's (X and y) is checked as before.
-        plain = not rest and kwargs.get("reset") is False and isinstance(X, np.ndarray) and X.dtype == np.float64
-        if plain and X.ndim == 2 and X.shape[1] == getattr(estimator, "n_features_in_", None) and np.isfinite(X).all():
-            return X
-        return checked(estimator, X, *rest, **kwargs)
-
-    _gpr.validate_data = validate_data
-    try:
-        yield
-    finally:
-        _gpr.validate_data = checked
-
-
 def replay_keras_tuner(
     c: Contender, table: tables.Table, seed: int, workers: int, budget: float, overhead: float
 ) -> list[Point]:
@@ -311,7 +284,7 @@ def replay_keras_tuner(
     objective = kt.Objective("score", "max")
     epochs = len(table.rows[0]["val_accuracy"])
     kt_seed = seed + 1  # KerasTuner takes a seed of 0 for none (`seed or random.randint(...)`)
-    with tempfile.TemporaryDirectory(prefix="nas-replay-kt-") as folder, _plain_arrays_unchecked():
+    with tempfile.TemporaryDirectory(prefix="nas-replay-kt-") as folder, gp_fast.fast_predict():
         if c.sampler == "hyperband":
             oracle: Any = kt.oracles.HyperbandOracle(
                 objective, max_epochs=epochs, factor=3, hyperband_iterations=1000, seed=kt_seed, hyperparameters=hp

@@ -256,29 +256,51 @@ def test_every_contender_replays_on_the_table(mini_table: dict[str, Any], worker
         assert replay.replay(contender, tab, 0, workers, 30.0, cost) == points, contender.name
 
 
-def test_the_gaussian_process_answers_the_same_without_sklearn_s_input_checks() -> None:
-    """The replay skips sklearn's checks of the one-row arrays KerasTuner's acquisition asks
-    about: the answers must be bit for bit those of the checked path, and anything else
-    (another type, a non-finite row, fit's X and y) must still be checked."""
+def test_the_fast_gaussian_process_answers_as_sklearn_does_bit_for_bit() -> None:
+    """The replay's fast predict for KerasTuner's GP (Matern 2.5, normalised y) must give
+    sklearn's own answers, bit for bit, for one row and many, isotropic and per-feature
+    length scales, after a refit; and anything else (a list, a non-finite row, too few
+    features, another kernel, return_cov) must go to sklearn's own path."""
     import numpy as np
     from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import Matern
+    from sklearn.gaussian_process.kernels import RBF, Matern
 
-    replay = _replay_module()
+    gp_fast = benchmark_module("gp_fast")
     rng = np.random.default_rng(0)
-    x, y = rng.uniform(size=(30, 7)), rng.normal(size=30)
-    gpr = GaussianProcessRegressor(kernel=Matern(nu=2.5), normalize_y=True, random_state=1).fit(x, y)
-    rows = [rng.uniform(size=(1, 7)) for _ in range(200)]
-    checked = [gpr.predict(r, return_std=True) for r in rows]
-    with replay._plain_arrays_unchecked():
-        fast = [gpr.predict(r, return_std=True) for r in rows]
-        assert gpr.predict(rows[0].tolist())[0] == checked[0][0][0]  # a list: checked, converted
+
+    def fitted(kernel: Any, n: int) -> Any:
+        # A smooth target without noise, so the fitted length scales are near 1 and every
+        # training point counts (sin(3x) plus noise fitted 1e-5: a kernel of zeros, answers
+        # that no arithmetic could change).
+        x = rng.uniform(size=(n, 7))
+        y = np.cos(2 * x).sum(axis=1)
+        return GaussianProcessRegressor(kernel=kernel, normalize_y=True, alpha=1e-4, random_state=1).fit(x, y)
+
+    gps = [fitted(Matern(nu=2.5), 30), fitted(Matern(length_scale=np.ones(7), nu=2.5), 40)]
+    rows = [rng.uniform(size=(1, 7)) for _ in range(100)] + [rng.uniform(size=(5, 7))]
+    for gp in gps:
+        assert gp.kernel_(rows[0], gp.X_train_).max() > 0.1
+    checked = [[gp.predict(r, return_std=True) for r in rows] for gp in gps]
+    cov_checked = gps[0].predict(rows[-1], return_cov=True)
+    with gp_fast.fast_predict():
+        fast = [[gp.predict(r, return_std=True) for r in rows] for gp in gps]
+        assert gps[0].predict(rows[0].tolist(), return_std=True)[0] == checked[0][0][0]  # a list: sklearn's path
         with pytest.raises(ValueError, match="NaN"):
-            gpr.predict(np.full((1, 7), np.nan))
+            gps[0].predict(np.full((1, 7), np.nan), return_std=True)
         with pytest.raises(ValueError, match="features"):
-            gpr.predict(rng.uniform(size=(1, 6)))
-        refit = GaussianProcessRegressor(kernel=Matern(nu=2.5), random_state=1)
-        with pytest.raises(ValueError, match="NaN"):
-            refit.fit(np.full((3, 7), np.nan), y[:3])
-    for (mean, std), (mean2, std2) in zip(checked, fast, strict=True):
-        assert mean.tobytes() == mean2.tobytes() and std.tobytes() == std2.tobytes()
+            gps[0].predict(rng.uniform(size=(1, 6)), return_std=True)
+        other = fitted(RBF(), 20)
+        rbf = other.predict(rows[0], return_std=True)
+        cov = gps[0].predict(rows[-1], return_cov=True)
+        refit_x = rng.uniform(size=(25, 7))
+        refit_y = np.cos(2 * refit_x).sum(axis=1)
+        gps[0].fit(refit_x, refit_y)
+        after = gps[0].predict(rows[1], return_std=True)
+    assert "gp_fast" not in GaussianProcessRegressor.predict.__module__  # put back
+    for mine, theirs in zip(fast, checked, strict=True):
+        for (mean, std), (mean2, std2) in zip(mine, theirs, strict=True):
+            assert mean.shape == mean2.shape and std.shape == std2.shape
+            assert mean.tobytes() == mean2.tobytes() and std.tobytes() == std2.tobytes()
+    assert [a.tobytes() for a in rbf] == [a.tobytes() for a in other.predict(rows[0], return_std=True)]
+    assert [a.tobytes() for a in cov] == [a.tobytes() for a in cov_checked]
+    assert [a.tobytes() for a in after] == [a.tobytes() for a in gps[0].predict(rows[1], return_std=True)]
