@@ -36,8 +36,14 @@ __all__ = ["NasError", "Study", "load", "search"]
 
 
 class _Callback(SearchEvents):
-    def __init__(self, on_trial: Callable[[TrialReport], None] | None) -> None:
-        self.on_trial = on_trial
+    def __init__(
+        self, on_trial: Callable[[TrialReport], None] | None, on_message: Callable[[str], None] | None
+    ) -> None:
+        self.on_trial, self.on_message = on_trial, on_message
+
+    def message(self, text: str) -> None:
+        if self.on_message is not None:
+            self.on_message(text)
 
     def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None:
         if self.on_trial is not None:
@@ -139,12 +145,17 @@ def search(
     timeout: float | None = None,
     keep_top_k: int = 0,
     on_trial: Callable[[TrialReport], None] | None = None,
+    on_message: Callable[[str], None] | None = None,
+    finish: bool = True,
 ) -> Study:
     """Run (or resume) a search to its budget in this process and return the study.
 
     `space` is a space file, a preset name, or a mapping with the keys of a space file;
     defaults come from the space as on the command line. `on_trial` is called with each
-    finished trial's report."""
+    finished trial's report, `on_message` with each line the command line would print (resume,
+    warnings, the supernet's epochs, the after-search steps). Like `nas search`, a search that
+    ends normally runs its strategy's after-search steps (a supernet study's front fine-tuned,
+    the front's throughput confirmed); `finish=False` leaves them out."""
 
     runtime.set_debug(False)
     loaded = space_from_dict(dict(space), "<dict>") if isinstance(space, Mapping) else load_space(str(space))
@@ -161,7 +172,7 @@ def search(
     runtime.import_tensorflow()
     from nas.search.engine import run_search
 
-    outcome = run_search(loaded, options, _Callback(on_trial))
+    outcome = run_search(loaded, options, _Callback(on_trial, on_message), finish=finish)
     if outcome.stopped_by == StoppedBy.FAILURES:
         raise NasError(f"stopped after {options.max_consecutive_failures} failed trials in a row")
     return Study(options.study_name, url.raw)

@@ -30,6 +30,16 @@ def trial_progress(console: Console) -> Progress:
     )
 
 
+class ConsoleEvents(SearchEvents):
+    """Lines of a step outside the trial loop (fine-tuning, confirming) as they come."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 class LiveSearchView(SearchEvents):
     """Progress bar (trial k of N), the running trial's phase, Pareto size, elapsed time.
 
@@ -48,7 +58,7 @@ class LiveSearchView(SearchEvents):
         self.trial_started_at = 0.0
 
     def message(self, text: str) -> None:
-        self.console.print(f"[yellow]{text}[/]")
+        self.console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)
 
     def start(self, study_name: str, budget: int, finished: int) -> None:
         self.progress.update(self.task, description=f"study {study_name}", total=budget, completed=finished)

@@ -1,11 +1,9 @@
 """`nas finetune`: a supernet study's front fine-tuned from its inherited weights; `nas search`
-runs it after a supernet search that ended normally (results/finetune.py)."""
+runs it after a supernet search that ended normally (engine/strategy.py, engine/finetune.py)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,7 +12,6 @@ from nas.search.cli.console import err
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
 
 if TYPE_CHECKING:
-    from nas.search.engine import SearchOptions
     from nas.storage import StorageURL
 
 
@@ -41,34 +38,15 @@ def finetune(
 
 def finetune_here(
     url: StorageURL, name: str, *, artifacts: str | None = None, epochs: int | None = None
-) -> dict[str, dict[str, object]]:
-    """In this process (TensorFlow loaded)."""
-    from nas.search.engine import load_existing_study
-    from nas.search.results.finetune import finetune_front
-    from nas.storage import open_storage
+) -> dict[str, object]:
+    """In this process (TensorFlow loaded); a study of another strategy is told so."""
+    from dataclasses import replace
 
-    storage = open_storage(url, create=False)
-    study = load_existing_study(storage, name, url)
-    return finetune_front(
-        study,
-        storage,
-        url,
-        artifacts=artifacts,
-        epochs=epochs,
-        say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),
-    )
+    from nas.search.cli.display import ConsoleEvents
+    from nas.search.engine import join_study
+    from nas.search.engine.strategy import strategy_for
 
-
-def finetune_in_child(options: SearchOptions, placement_env: dict[str, str]) -> None:
-    """The pool's parent never loads TensorFlow: `nas finetune` runs on the first worker's
-    device. A failure is a warning: the search itself is complete and saved."""
-    env = os.environ | placement_env | {"NAS_STORAGE": options.storage.raw}
-    command = [sys.executable, "-m", "nas", "finetune", options.study_name]
-    command += ["--artifacts", options.artifacts] if options.artifacts else []
-    result = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for line in result.stderr.splitlines():
-        if line.startswith(("Fine-tuning", "trial ", "Warning")):
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
-    if result.returncode != 0:
-        last = next((line for line in reversed(result.stderr.splitlines()) if line.strip()), "no output")
-        err.print(f"Warning: fine-tuning the front failed ({last}); run `nas finetune {options.study_name}`")
+    joined = join_study(url, name)
+    if artifacts:
+        joined = replace(joined, options=replace(joined.options, artifacts=os.path.abspath(artifacts)))
+    return strategy_for(joined.space).finetune(joined, ConsoleEvents(err), epochs=epochs)

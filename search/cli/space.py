@@ -80,6 +80,7 @@ def show(
     all_params: Annotated[bool, typer.Option("--all", help="List fixed parameters too.")] = False,
 ) -> None:
     """Parameters, domains, conditions and size of SPACE; params and FLOPs of its networks."""
+    from nas.search.engine.strategy import strategy_for
     from nas.search.nets import (
         condition_text,
         fixed_network,
@@ -92,6 +93,7 @@ def show(
     from nas.search.space import load_space
 
     loaded = load_space(space)
+    strategy = strategy_for(loaded)
     size = space_size(loaded.parameters())
     report: dict[str, Any] = {
         "name": loaded.name,
@@ -103,7 +105,7 @@ def show(
         "constraints": loaded.spec.constraints.model_dump(exclude_none=True),
         "early_stopping": _early_stopping(loaded.spec),
         "measure": loaded.spec.measure.model_dump(),
-        "strategy": _strategy(loaded),
+        "strategy": strategy.describe(loaded),
     }
     note = None
     try:
@@ -162,21 +164,7 @@ def show(
         highlight=False,
         soft_wrap=True,
     )
-    strategy = report["strategy"]
-    if strategy["strategy"] == "supernet":
-        tuned = strategy["finetune"]["epochs"]
-        out.print(
-            f"Search strategy: supernet, {strategy['epochs']} epochs of sandwich training"
-            + (f", channels sorted by importance after epoch {after}" if (after := strategy["sort_after"]) else "")
-            + f", BatchNorm re-calibrated on {strategy['calibration_batches']} batches; "
-            + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
-            + f"elastic: {', '.join(strategy['elastic'])}; fixed for the supernet: "
-            + (", ".join(f"{k}={v}" for k, v in strategy["fixed"].items()) or "nothing"),
-            highlight=False,
-            soft_wrap=True,
-        )
-    else:
-        out.print("Search strategy: trials (every candidate trained from scratch)", highlight=False)
+    out.print(strategy.summary(report["strategy"]), highlight=False, soft_wrap=True)
     if "network" in report:
         n = report["network"]
         out.print(
@@ -195,23 +183,6 @@ def show(
         )
     if note:
         out.print(f"Networks not shown: {note}", highlight=False)
-
-
-def _strategy(loaded: Any) -> dict[str, Any]:
-    settings = loaded.spec.search
-    if settings.strategy != "supernet":
-        return {"strategy": settings.strategy}
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.train import sort_epoch
-
-    elastic = elastic_space(loaded)  # a space it cannot share was refused when it was loaded
-    return {
-        "strategy": "supernet",
-        **settings.supernet.model_dump(exclude={"fixed"}),
-        "sort_after": sort_epoch(settings.supernet.epochs, settings.supernet.sort_channels),
-        "elastic": list(elastic.elastic),
-        "fixed": elastic.fixed,
-    }
 
 
 def _early_stopping(spec: Any) -> dict[str, Any]:

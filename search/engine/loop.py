@@ -18,7 +18,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from nas.errors import NasError, SearchInterrupted
 from nas.search.data import Dataset, delivery_rate, load_dataset
 from nas.search.engine.collector import freeze_survivors
-from nas.search.engine.evaluation import KerasEvaluation
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
@@ -27,8 +26,8 @@ from nas.search.engine.optuna_private import trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.samplers import make_sampler, worker_sampler
+from nas.search.engine.strategy import EvaluationContext, EvaluationFactory, ended_normally, finish_search, strategy_for
 from nas.search.engine.study import JoinedStudy, counts, prepare_study, restrict_to_device
-from nas.search.engine.supernet import SupernetEvaluation, fixed_sampler, prepare_supernet
 from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import HardwareProfiler, describe_device
 from nas.search.records import StoppedBy, StudyAttr, TrialAttr
@@ -54,17 +53,28 @@ class SearchOutcome:
 
 
 def run_search(
-    space: SearchSpace, options: SearchOptions, events: SearchEvents, data: Dataset | None = None
+    space: SearchSpace,
+    options: SearchOptions,
+    events: SearchEvents,
+    data: Dataset | None = None,
+    *,
+    evaluation: EvaluationFactory | None = None,
+    finish: bool = True,
 ) -> SearchOutcome:
-    """Create or resume the study and run it to its budget in this process; `data` replaces
-    the space's dataset (Python callers)."""
+    """The engine's one entry (`nas search`, `nas.api.search`, the benchmarks): create or
+    resume the study, run it to its budget in this process, then, if it ended normally, the
+    strategy's after-search steps (`finish=False` skips them). `data` replaces the space's
+    dataset (Python callers); `evaluation` replaces the strategy's (a tabulated benchmark)."""
     # Everything that can reject the input is checked before the database is touched.
     make_sampler(options.sampler, options.seed)
     device_space = restrict_to_device(space, describe_device(), events)
     if data is None:
         data = load_dataset(space.spec.dataset, warn=events.message)  # bad data: nothing written yet
     storage, study = prepare_study(space, options, events)
-    return _work(study, storage, device_space, options, events, data=data)
+    outcome = _work(study, storage, device_space, options, events, data=data, evaluation=evaluation)
+    if finish and ended_normally(outcome.stopped_by):
+        finish_search(JoinedStudy(study, storage, space, options), events)
+    return outcome
 
 
 def run_worker(
@@ -97,6 +107,7 @@ def _work(
     events: SearchEvents,
     *,
     data: Dataset | None = None,
+    evaluation: EvaluationFactory | None = None,
     worker_index: int = 0,
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
@@ -120,18 +131,11 @@ def _work(
     study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
     profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
     weights = _weight_store(storage, options)
-    evaluation: KerasEvaluation
-    if space.spec.search.strategy == "supernet":
-        trained = prepare_supernet(study, storage, space, options, events, data)
-        study.sampler = fixed_sampler(study.sampler, trained.elastic)
-        evaluation = SupernetEvaluation(
-            space, data, trained, profiler=profiler, seed=options.seed, weights=weights, warn=events.message
-        )
-    else:
-        evaluation = KerasEvaluation(space, data, profiler, seed=options.seed, weights=weights, warn=events.message)
+    context = EvaluationContext(study, storage, space, options, events, data, profiler, weights)
+    made = (evaluation or strategy_for(space).evaluation)(context)
     runner = TrialRunner(
         space,
-        evaluation,
+        made,
         num_classes=data.num_classes,
         channels=data.channels,
         on_phase=events.phase,

@@ -96,28 +96,39 @@ class TrialRunner:
                 "image_size, or faster storage)"
             )
 
-    def _values(self, run: TrialWork) -> list[float]:
-        """The objectives of a trained trial in the space's order. The objective is the
-        accuracy of what will be deployed (after pruning and quantization)."""
+    def _known(self, run: TrialWork, accuracy: float | None = None) -> dict[str, float]:
+        """The one map from objective names to figures, as far as the trial has got: the
+        plan's size, the throughput once measured, `accuracy` at a rung; once deployed, the
+        accuracy of what will be deployed (after pruning and quantization) and its size."""
         deployed, result, cost = run.deployed, run.result, run.cost
-        assert result is not None and deployed is not None and cost is not None
-        figures = {
-            "accuracy": deployed.accuracy if deployed.accuracy is not None else result.accuracy,
-            "throughput": cost.primary.images_per_s,
-            "model_size": float(deployed.model_bytes),
-        }
-        if deployed.latency_ms is not None:
-            figures["tflite_latency"] = deployed.latency_ms
-        return [figures[name] for name in self.space.spec.objectives]
+        known = {"model_size": float(deployed.model_bytes if deployed is not None else run.net.weight_bytes())}
+        if cost is not None:
+            known["throughput"] = cost.primary.images_per_s
+        if accuracy is not None:
+            known["accuracy"] = accuracy
+        if deployed is not None:
+            assert result is not None
+            known["accuracy"] = deployed.accuracy if deployed.accuracy is not None else result.accuracy
+            if deployed.latency_ms is not None:
+                known["tflite_latency"] = deployed.latency_ms
+        return known
+
+    def _values(self, run: TrialWork) -> list[float]:
+        """The objectives of a trained and deployed trial in the space's order."""
+        assert run.deployed is not None and run.cost is not None
+        known = self._known(run)
+        return [known[name] for name in self.space.spec.objectives]
+
+    def _keep_known(self, run: TrialWork) -> None:
+        """A trial that ends before its accuracy is measured keeps the objectives known by then."""
+        objectives = self.space.spec.objectives
+        known = {k: v for k, v in self._known(run).items() if k in objectives}
+        run.trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, known)
 
     def _screen_out(self, run: TrialWork, kind: Screened) -> TrialOutcome:
         """Stop a trial a constraint rejected, keeping only the objectives really known by then
         (the plan's size; the throughput once measured): accuracy was never measured."""
-        known: dict[str, float] = {"model_size": float(run.net.weight_bytes())}
-        if run.cost is not None:
-            known["throughput"] = run.cost.primary.images_per_s
-        objectives = self.space.spec.objectives
-        run.trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
+        self._keep_known(run)
         return TrialOutcome(None, kind)
 
     def _screened(self, run: TrialWork, limits: dict[str, float], kind: Screened) -> bool:
@@ -222,7 +233,7 @@ class TrialRunner:
         trial, cost = run.trial, run.cost
         assert cost is not None
         directions = rung_objectives(self.space.spec.objectives)
-        known = {"accuracy": accuracy, "throughput": cost.primary.images_per_s, "model_size": run.net.weight_bytes()}
+        known = self._known(run, accuracy)
         entry: dict[str, Any] = {"epoch": epoch, **{name: known[name] for name in directions}}
         run.rungs[str(rung)] = entry
         trial.set_user_attr(TrialAttr.RUNGS, run.rungs)
@@ -253,9 +264,7 @@ class TrialRunner:
                 "kept": decision.kept,
             },
         )
-        known = {"throughput": cost.primary.images_per_s, "model_size": float(run.net.weight_bytes())}
-        objectives = self.space.spec.objectives
-        trial.set_user_attr(TrialAttr.KNOWN_OBJECTIVES, {k: v for k, v in known.items() if k in objectives})
+        self._keep_known(run)
         return TrialOutcome(None, stopped=decision)
 
     def _deploy(self, run: TrialWork) -> None:

@@ -26,11 +26,12 @@ from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
-from nas.search.nets import build_plan, deployed_plan, plan_network
+from nas.search.engine.front import finetuned, objective_names, throughput_interval
+from nas.search.engine.stored import rebuild, study_space, trial_plans
+from nas.search.nets import build_plan
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
-from nas.search.results.pareto import finetuned, objective_names, throughput_interval
 from nas.search.runtime import import_tensorflow
-from nas.search.space import SearchSpace, space_from_dict
+from nas.search.space import SearchSpace
 from nas.search.training import precision_policy, train_compressed
 from nas.storage import StorageURL, contained, open_storage, safe_name, trial_number
 from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
@@ -179,7 +180,7 @@ def _float32_model(model: keras.Model, space: SearchSpace, params: dict[str, Any
     ):
         return model
     # The trained model of a channel-pruned candidate is the cut network.
-    float_model = build_plan(deployed_plan(space.candidate(params, num_classes=classes, channels=channels)))
+    float_model = rebuild(space, params, classes, channels, float32=True)
     float_model.set_weights(model.get_weights())
     return float_model
 
@@ -227,10 +228,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
-    document = study.user_attrs.get(StudyAttr.SPACE_DOCUMENT)
-    if document is None:
-        raise NasError(f"study '{req.study}' holds no space (made by an older nas); run `nas search` on it once")
-    space = space_from_dict(document, f"study '{req.study}'")
+    space = study_space(study)
     chosen = _select(study, req.trials)
     store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
     weights = {}
@@ -267,12 +265,10 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
     """Train the candidate again on training + validation data (like AutoKeras' final fit),
     with its pruning method."""
-    candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)
+    candidate, net_full, net = trial_plans(space, t.params, data.num_classes, data.channels)
     full = replace(
         data, x_train=np.concatenate([data.x_train, data.x_val]), y_train=np.concatenate([data.y_train, data.y_val])
     )
-    net_full = plan_network(candidate)
-    net = deployed_plan(candidate, net_full)
     augmentation = space.spec.dataset.augmentation
     with precision_policy(candidate.precision):
         keras.utils.set_random_seed(seed + t.number)
@@ -313,7 +309,7 @@ def _export_one(
         "measured_on": t.user_attrs.get(TrialAttr.DEVICE),
         "throughput_interval": throughput_interval(t),
         "confirmed_throughput": _confirmed_throughput(study, t.number),
-        # A supernet study's front: the weights kept are the fine-tuned ones (results/finetune.py).
+        # A supernet study's front: the weights kept are the fine-tuned ones (engine/finetune.py).
         "finetuned": finetuned(study).get(str(t.number)),
         "retrained_on_full_data": req.retrain_full,
     }

@@ -16,18 +16,12 @@ import io
 import json
 from typing import Any
 
-import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
+from nas.search.engine.front import confirmed, finetuned, noise_aware_front, objective_names, throughput_interval
 from nas.search.hardware.intervals import overlap
-from nas.search.records import StudyAttr, TrialAttr
-
-NOISY = "throughput"  # the objective measured with an interval
-
-
-def objective_names(study: optuna.Study) -> list[str]:
-    return study.metric_names or [f"objective{i}" for i in range(len(study.directions))]
+from nas.search.records import TrialAttr
 
 
 def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
@@ -50,57 +44,6 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     return record
 
 
-def throughput_interval(trial: FrozenTrial) -> tuple[float, float] | None:
-    """The 95% interval of the trial's objective throughput (the first batch size), or None
-    for figures measured before intervals were kept."""
-    figures = ((trial.user_attrs.get(TrialAttr.HARDWARE) or {}).get("throughput") or {}).values()
-    first = next(iter(figures), None) or {}
-    low, high = first.get("low"), first.get("high")
-    return (float(low), float(high)) if low is not None and high is not None else None
-
-
-def noise_aware_front(study: optuna.Study) -> list[FrozenTrial]:
-    """The finished trials no other trial dominates beyond the measurement's interval."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
-    if not done:
-        return []
-    names = objective_names(study)
-    signs = np.array([1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions])
-    values = np.array([t.values for t in done], dtype=float) * signs
-    # Each trial's worst and best case in every objective (maximised): equal but for the noisy one.
-    worst, best = values.copy(), values.copy()
-    figure_of = np.arange(len(done))  # trials sharing one stored measurement share an id
-    if NOISY in names:
-        k = names.index(NOISY)
-        seen: dict[tuple[float, float, float], int] = {}
-        for i, t in enumerate(done):
-            interval = throughput_interval(t)
-            if interval is None:
-                continue
-            ends = sorted(signs[k] * np.array(interval))
-            worst[i, k], best[i, k] = ends[0], ends[1]
-            figure_of[i] = seen.setdefault((t.values[k], *interval), i)
-    kept = []
-    for i in range(len(done)):
-        same = (figure_of == figure_of[i])[:, None]  # one measurement: compare it as exact
-        a_worst = np.where(same, values, worst)
-        b_best = np.where(same, values[i], best[i])
-        at_least = (a_worst >= b_best).all(axis=1)
-        beyond = (a_worst > b_best).any(axis=1)
-        if not (at_least & beyond).any():
-            kept.append(done[i])
-    return kept
-
-
-def _confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:
-    return (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
-
-
-def finetuned(study: optuna.Study) -> dict[str, dict[str, Any]]:
-    """A supernet study's fine-tuned figures by trial number (a string); empty when none."""
-    return (study.user_attrs.get(StudyAttr.FINETUNED) or {}).get("trials") or {}
-
-
 def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
     """The noise-aware front, best first objective first: each record says whether it is on
     the plain front too, which other members it cannot be told apart from, and the figures
@@ -108,7 +51,7 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
     strict = {t.number for t in study.best_trials}
     front = noise_aware_front(study)
     intervals = {t.number: throughput_interval(t) for t in front}
-    confirmed, tuned = _confirmed(study), finetuned(study)
+    measured, tuned = confirmed(study), finetuned(study)
     records = []
     for t in front:
         record = trial_record(study, t)
@@ -118,7 +61,7 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
         record["overlaps"] = sorted(
             n for n, other in intervals.items() if n != t.number and mine and other and overlap(mine, other)
         )
-        again = confirmed.get(str(t.number)) or {}
+        again = measured.get(str(t.number)) or {}
         record["confirmed_throughput"] = again.get("images_per_s")
         record["confirmed_low"], record["confirmed_high"] = again.get("low"), again.get("high")
         record["finetuned_accuracy"] = (tuned.get(str(t.number)) or {}).get("accuracy")

@@ -37,6 +37,7 @@ from nas.search.space.spec import (
     TFRecordSpec,
     TrainingSpec,
 )
+from nas.search.space.strategies import rules_for
 
 # The schema's names stay importable from here, where the rest of the package looks for them.
 __all__ = [
@@ -278,12 +279,8 @@ class SearchSpace:
         # Defaults left out: a later version that adds a knob with a default does not make
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
         data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
-        if self.spec.search.strategy == "supernet":
-            data["search"] = self.spec.search.model_dump(mode="json", include={"strategy", "supernet"})
-            data["search"]["supernet"].pop("finetune")  # it acts after the search (spec.py)
-            if not data["search"]["supernet"]["sort_channels"]:
-                # A study from before channel sorting existed was trained without it.
-                data["search"]["supernet"].pop("sort_channels")
+        if (search := rules_for(self.spec.search).fingerprint(self.spec.search)) is not None:
+            data["search"] = search
         return json.dumps(_plain(data), sort_keys=True)
 
 
@@ -401,13 +398,10 @@ def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
         space = SearchSpace(SpaceSpec.model_validate(data), source, data)
     except ValidationError as exc:
         raise NasError(f"{source}: {format_validation_error(exc)}") from None
-    if space.spec.search.strategy == "supernet":
-        from nas.search.space.elastic import elastic_space  # it builds SearchSpaces itself
-
-        try:
-            elastic_space(space)
-        except NasError as exc:
-            raise NasError(f"{source}: {exc}") from None
+    try:
+        rules_for(space.spec.search).check(space)
+    except NasError as exc:
+        raise NasError(f"{source}: {exc}") from None
     return space
 
 

@@ -36,6 +36,7 @@ from nas.search.engine import (
     recover_orphans,
     restrict_to_device,
 )
+from nas.search.engine.strategy import ended_normally, strategy_for
 from nas.search.records import PipeEvent, StoppedBy
 from nas.search.space import SearchSpace
 from nas.search.workers.placement import Placement
@@ -299,6 +300,53 @@ class WorkerPool:
             signal.signal(signal.SIGTERM, previous[1])
             self.view.stop()
         return self._outcome(study)
+
+    def finish(self, space: SearchSpace, stopped_by: StoppedBy) -> None:
+        """The strategy's after-search steps (engine/strategy.py) after a search that ended
+        normally: this parent loads no TensorFlow, so they run in one more worker process on
+        the first worker's device, and their lines come over the pipe as a worker's do. A
+        failure is a warning: the search itself is complete and saved."""
+        if not ended_normally(stopped_by) or not strategy_for(space).after_search(space):
+            return
+        read_fd, write_fd = os.pipe()
+        command = [sys.executable, "-m", "nas", "worker", "--study", self.options.study_name, "--finish"]
+        command += ["--report-fd", str(write_fd)] + (["--debug"] if self.debug else [])
+        process = subprocess.Popen(
+            command,
+            env=self.worker_env(self.slots[0]),
+            pass_fds=(write_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        os.close(write_fd)
+        assert process.stderr is not None
+        stderr: collections.deque[str] = collections.deque(maxlen=20)
+        stream = process.stderr
+
+        def read_stderr() -> None:
+            stderr.extend(raw.decode(errors="replace").rstrip() for raw in stream)
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        error = None
+        with os.fdopen(read_fd, encoding="utf-8") as pipe:
+            for line in pipe:
+                with contextlib.suppress(json.JSONDecodeError):
+                    event = json.loads(line)
+                    if event.get("event") == PipeEvent.MESSAGE:
+                        self.view.message(event["text"])
+                    elif event.get("event") == PipeEvent.ERROR:
+                        error = event["text"]
+        code = process.wait()
+        reader.join(timeout=5)
+        if error is None and code != 0:
+            error = next((line for line in reversed(stderr) if line.strip()), f"exit status {code}")
+        if error is not None:
+            again = " and ".join(
+                f"`{s.again.format(study=self.options.study_name)}`" for s in strategy_for(space).after_search(space)
+            )
+            self.view.message(f"Warning: the after-search steps failed ({error}); run {again}")
 
     def _outcome(self, study: optuna.Study) -> PoolOutcome:
         # Workers that died without cleaning up (kill -9, crash) leave RUNNING trials: fail and

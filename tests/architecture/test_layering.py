@@ -62,6 +62,8 @@ TF_FREE_MODULES = (
     "nas.search.nets.constraints",
     "nas.search.nets.survey",
     "nas.search.engine.study",
+    "nas.search.engine.strategy",
+    "nas.search.engine.front",
     "nas.search.engine.events",
     "nas.search.engine.liveness",
     "nas.search.engine.recovery",

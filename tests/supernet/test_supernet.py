@@ -279,9 +279,17 @@ def test_a_study_resumes_only_with_its_strategy_and_supernet_settings(tmp_path: 
     open_study(space_from_dict(_space(supernet=tuned)), storage, "by-supernet")
 
     # `nas finetune` is for a supernet study whose supernet is trained; anything else: exit 2.
-    for name, document in (("by-trials", _space(strategy="trials")), ("by-supernet", _space())):
-        optuna.load_study(study_name=name, storage=storage).set_user_attr("space_document", document)
+    from nas.search.engine import SearchOptions
+    from nas.search.records import StudyAttr
+    from nas.storage import resolve_storage_url
+
     url = f"sqlite:///{tmp_path / 'nas.db'}"
+    shared = SearchOptions(resolve_storage_url(url), "x", 3, "tpe", 0).shared()
+    for name, document in (("by-trials", _space(strategy="trials")), ("by-supernet", _space())):
+        made = optuna.load_study(study_name=name, storage=storage)  # as `nas search` leaves it
+        made.set_user_attr(StudyAttr.SPACE_DOCUMENT, document)
+        made.set_user_attr(StudyAttr.SEARCH, shared)
+        made.set_user_attr(StudyAttr.BUDGET, 3)
     for name, message in (
         ("by-trials", "study 'by-trials' trained every trial's network itself; fine-tuning is for supernet studies"),
         ("by-supernet", "study 'by-supernet' has no supernet checkpoint at "),
@@ -370,3 +378,26 @@ def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_f
     for record in manifest["trials"]:
         assert record["parity"]["passed"] and record["finetuned"] == tuned[str(record["trial"])]
         assert record["parity"]["keras_accuracy"] == pytest.approx(record["finetuned"]["keras_accuracy"], abs=one_image)
+
+
+def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_path: Path) -> None:
+    """`nas.api.search` calls the engine's one entry: after a supernet search it fine-tunes
+    the front and confirms its throughput, as `nas search` does (engine/strategy.py)."""
+    import nas.api
+
+    supernet = {"epochs": 1, "calibration_batches": 2, "fixed": {"learning_rate": 0.01}, "finetune": {"epochs": 1}}
+    space = _space(supernet=supernet)
+    space["model"]["stages"] = space["model"]["stages"][:2]  # one trace of the sandwich step, as above
+    lines: list[str] = []
+    storage = f"sqlite:///{tmp_path / 'api.db'}"
+    found = nas.api.search(space, storage=storage, trials=2, on_message=lines.append)
+    study = found.optuna
+    front = {str(t.number) for t in study.best_trials}
+    assert set(study.user_attrs["finetuned"]["trials"]) == front
+    assert front <= set(study.user_attrs["confirmed"]["trials"])
+    assert any(line.startswith("Fine-tuning") for line in lines) and any(
+        line.startswith("Confirming") for line in lines
+    )
+    # Told not to finish (a benchmark's clock), the engine stops after the trials.
+    again = nas.api.search(space, storage=storage, study="unfinished", trials=1, finish=False)
+    assert "finetuned" not in again.optuna.user_attrs and "confirmed" not in again.optuna.user_attrs

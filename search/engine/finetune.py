@@ -30,17 +30,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import deploy
+from nas.search.engine.front import finetuned, objective_names
+from nas.search.engine.study import JoinedStudy
 from nas.search.engine.supernet import calibration_batches, checkpoint_path
 from nas.search.records import StudyAttr
-from nas.search.results.confirm import study_space
-from nas.search.results.pareto import finetuned, objective_names
 from nas.search.space import Candidate, SearchSpace
 from nas.search.space.elastic import elastic_space
 from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import checkpoint_progress, load_checkpoint
 from nas.search.training import TrainResult, precision_policy, train_and_evaluate
-from nas.storage import StorageURL, study_lock
+from nas.storage import study_lock
 from nas.storage.weights import WeightStore, default_artifact_root
 
 MAX_FINETUNED = 16
@@ -84,53 +84,40 @@ def _trained_supernet(study: optuna.Study, space: SearchSpace, data: Dataset, pa
 
 
 def finetune_front(
-    study: optuna.Study,
-    storage: optuna.storages.RDBStorage,
-    url: StorageURL,
-    *,
-    artifacts: str | None = None,
-    epochs: int | None = None,
-    say: Callable[[str], None] = lambda _: None,
+    joined: JoinedStudy, *, epochs: int | None = None, say: Callable[[str], None] = lambda _: None
 ) -> dict[str, dict[str, Any]]:
     """Fine-tune the front's members that have no figure for these epochs and rate yet; store
     each as it ends (an interrupted run keeps the finished ones). Returns all the figures.
     Under the study's fine-tuning lock: two searches of one study ending together (two
-    machines) fine-tune each subnet once, and neither overwrites the other's figures."""
-    space = study_space(study)
-    name = study.study_name
-    if space.spec.search.strategy != "supernet":
-        raise NasError(f"study '{name}' trained every trial's network itself; fine-tuning is for supernet studies")
+    machines) fine-tune each subnet once, and neither overwrites the other's figures. Only the
+    supernet strategy calls it (engine/strategy.py)."""
+    space, storage, url = joined.space, joined.storage, joined.options.storage
+    name = joined.study.study_name
     if (epochs if epochs is not None else space.spec.search.supernet.finetune.epochs) == 0:
-        return dict(finetuned(study))
+        return dict(finetuned(joined.study))
     with study_lock(url, storage.engine, f"{name}/finetune"):
         fresh = optuna.load_study(study_name=name, storage=storage)  # what another process stored meanwhile
-        return _finetune(fresh, storage, url, space, artifacts, epochs, say)
+        return _finetune(fresh, joined, epochs, say)
 
 
 def _finetune(
-    study: optuna.Study,
-    storage: optuna.storages.RDBStorage,
-    url: StorageURL,
-    space: SearchSpace,
-    artifacts: str | None,
-    epochs: int | None,
-    say: Callable[[str], None],
+    study: optuna.Study, joined: JoinedStudy, epochs: int | None, say: Callable[[str], None]
 ) -> dict[str, dict[str, Any]]:
+    space, storage, url, options = joined.space, joined.storage, joined.options.storage, joined.options
     name = study.study_name
     settings = space.spec.search.supernet.finetune
     epochs = settings.epochs if epochs is None else epochs
     figures = dict(finetuned(study))
     data = load_dataset(space.spec.dataset, warn=say)
-    shared = study.user_attrs.get(StudyAttr.SEARCH) or {}
-    seed = int(shared.get("seed", 0))
+    seed = options.seed
     names = objective_names(study)
     front = _front(study)
-    supernet = _trained_supernet(study, space, data, checkpoint_path(url, artifacts, name), seed)
+    supernet = _trained_supernet(study, space, data, checkpoint_path(url, options.artifacts, name), seed)
     batches = space.spec.search.supernet.calibration_batches
     calibration = calibration_batches(data, supernet.candidate.batch_size, batches)
     store = None
-    if shared.get("keep_weights", True):  # not after `nas search --no-weights`
-        store = WeightStore(storage.engine, default_artifact_root(url, artifacts))
+    if options.keep_weights:  # not after `nas search --no-weights`
+        store = WeightStore(storage.engine, default_artifact_root(url, options.artifacts))
     todo = []
     for t in front:
         candidate = space.candidate(t.params, num_classes=data.num_classes, channels=data.channels)

@@ -15,35 +15,18 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-import keras
 import optuna
 
 from nas.errors import NasError
+from nas.search.engine.front import noise_aware_front
+from nas.search.engine.stored import rebuild, study_space
 from nas.search.hardware import HardwareProfiler, architecture_signature, device_label
 from nas.search.hardware.reference import reference_forward
 from nas.search.hardware.timing import measure_together
-from nas.search.nets import build_plan, deployed_plan, plan_network
 from nas.search.records import StudyAttr, TrialAttr
-from nas.search.results.pareto import noise_aware_front
-from nas.search.space import SearchSpace, space_from_dict
-from nas.search.training import precision_policy
 
 CONFIRM_FACTOR = 3
 MAX_CONFIRMED = 16  # the front first, then the trials within noise of it, best first objective first
-
-
-def study_space(study: optuna.Study) -> SearchSpace:
-    document = study.user_attrs.get(StudyAttr.SPACE_DOCUMENT)
-    if document is None:
-        raise NasError(f"study '{study.study_name}' holds no space (made by an older nas); run `nas search` on it once")
-    return space_from_dict(document, f"study '{study.study_name}'")
-
-
-def _model(space: SearchSpace, trial: optuna.trial.FrozenTrial, classes: int, channels: int) -> keras.Model:
-    candidate = space.candidate(trial.params, num_classes=classes, channels=channels)
-    with precision_policy(candidate.precision):
-        # The network the trial measured: channel pruning measures the cut network.
-        return build_plan(deployed_plan(candidate, plan_network(candidate)))
 
 
 def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable[[str], None]) -> dict[int, Any]:
@@ -62,7 +45,7 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
     batch = space.spec.measure.batch_sizes[0]
     models, chosen = [], []
     for t in front:
-        model = _model(space, t, classes, channels)
+        model = rebuild(space, t.params, classes, channels)
         stored = (t.user_attrs.get(TrialAttr.HARDWARE) or {}).get("signature")
         if stored and architecture_signature(model) != stored:
             say(

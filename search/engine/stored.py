@@ -1,0 +1,44 @@
+"""A finished study read back: its space, and a stored trial's network rebuilt exactly as the
+trial built, measured and deployed it. Confirming, fine-tuning, final training and export all
+read a study through here, so none of them can rebuild a trial differently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import optuna
+
+from nas.errors import NasError
+from nas.search.nets import NetworkPlan, build_plan, deployed_plan, plan_network
+from nas.search.records import StudyAttr
+from nas.search.space import Candidate, SearchSpace, space_from_dict
+from nas.search.training import precision_policy
+
+
+def study_space(study: optuna.Study) -> SearchSpace:
+    document = study.user_attrs.get(StudyAttr.SPACE_DOCUMENT)
+    if document is None:
+        raise NasError(f"study '{study.study_name}' holds no space (made by an older nas); run `nas search` on it once")
+    return space_from_dict(document, f"study '{study.study_name}'")
+
+
+def trial_plans(
+    space: SearchSpace, params: dict[str, Any], classes: int, channels: int
+) -> tuple[Candidate, NetworkPlan, NetworkPlan]:
+    """The trial's candidate, its network as sampled, and as measured and deployed (channel
+    pruning cuts it), as TrialRunner planned them."""
+    candidate = space.candidate(params, num_classes=classes, channels=channels)
+    net_full = plan_network(candidate)
+    return candidate, net_full, deployed_plan(candidate, net_full)
+
+
+def rebuild(space: SearchSpace, params: dict[str, Any], classes: int, channels: int, *, float32: bool = False) -> Any:
+    """The Keras network the trial measured and deployed, freshly initialised: under its
+    precision policy, or in float32 (what exporters and runtimes expect)."""
+    candidate, _, net = trial_plans(space, params, classes, channels)
+    if float32:
+        return build_plan(net)
+    with precision_policy(candidate.precision):
+        model: keras.Model = build_plan(net)
+    return model

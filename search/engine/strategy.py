@@ -1,0 +1,196 @@
+"""Search strategies, chosen once from the space: what scores a trial (the evaluation handed
+to the engine's loop), how the sampler is wrapped, and the steps that finish a search.
+
+- `trials`: every candidate trains its own network (KerasEvaluation).
+- `supernet`: one weight-sharing network trains first; each trial scores its subnet with the
+  inherited weights (engine/supernet.py), and the front is fine-tuned after the search.
+
+The space's half of each strategy (its fingerprint, its checks of the space) is
+space/strategies.py, in the room below. A third strategy adds one class here and one there.
+This module loads no TensorFlow, since the pool's parent and `nas space` read it too: the
+evaluations, which do, are imported by the methods that make them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import optuna
+
+from nas.errors import NasError
+from nas.search.engine.events import SearchEvents
+from nas.search.engine.options import SearchOptions
+from nas.search.space import SearchSpace
+from nas.search.space.strategies import RULES
+
+if TYPE_CHECKING:
+    from nas.search.data import Dataset
+    from nas.search.engine.evaluation import Evaluation
+    from nas.search.engine.study import JoinedStudy
+    from nas.search.hardware import HardwareProfiler
+    from nas.storage.weights import WeightStore
+
+
+@dataclass(frozen=True)
+class EvaluationContext:
+    """What a worker has when it makes its evaluation: the study, its data and its device."""
+
+    study: optuna.Study
+    storage: optuna.storages.RDBStorage
+    space: SearchSpace  # this worker's (precisions it cannot run removed)
+    options: SearchOptions
+    events: SearchEvents
+    data: Dataset
+    profiler: HardwareProfiler
+    weights: WeightStore | None
+
+
+# The engine's seam: the strategy's own by default; a tabulated benchmark hands its table's.
+EvaluationFactory = Callable[[EvaluationContext], "Evaluation"]
+
+
+@dataclass(frozen=True)
+class AfterStep:
+    """A step that runs once after a search that ended normally (its budget or --timeout).
+    `again` is the command that runs it again by hand, for the warning when it fails."""
+
+    title: str
+    again: str
+    run: Callable[[JoinedStudy, SearchEvents], None]
+
+
+def _confirm(joined: JoinedStudy, events: SearchEvents) -> None:
+    from nas.search.engine.confirm import confirm_front
+    from nas.search.hardware import HardwareProfiler
+    from nas.storage import MeasurementCache
+
+    measure = joined.space.spec.measure
+    profiler = HardwareProfiler(measure, MeasurementCache(joined.storage.engine) if joined.options.cache else None)
+    confirm_front(joined.study, profiler, events.message)
+
+
+CONFIRM = AfterStep("confirming the front", "nas pareto {study} --confirm", _confirm)
+
+
+class Strategy:
+    """`trials`: every candidate trains its own network."""
+
+    name: ClassVar[str] = "trials"
+
+    def evaluation(self, ctx: EvaluationContext) -> Evaluation:
+        from nas.search.engine.evaluation import KerasEvaluation
+
+        return KerasEvaluation(
+            ctx.space, ctx.data, ctx.profiler, seed=ctx.options.seed, weights=ctx.weights, warn=ctx.events.message
+        )
+
+    def after_search(self, space: SearchSpace) -> list[AfterStep]:
+        measure = space.spec.measure
+        return [CONFIRM] if measure.confirm and measure.reference else []
+
+    def finetune(self, joined: JoinedStudy, events: SearchEvents, *, epochs: int | None = None) -> dict[str, Any]:
+        raise NasError(
+            f"study '{joined.study.study_name}' trained every trial's network itself; "
+            "fine-tuning is for supernet studies"
+        )
+
+    def describe(self, space: SearchSpace) -> dict[str, Any]:
+        """The strategy's settings as `nas space show --format json` reports them."""
+        return {"strategy": self.name}
+
+    def summary(self, report: dict[str, Any]) -> str:
+        """One line of `nas space show` from describe()'s report."""
+        return "Search strategy: trials (every candidate trained from scratch)"
+
+
+class SupernetStrategy(Strategy):
+    """`supernet`: trials score subnets of one weight-sharing network; the front is fine-tuned."""
+
+    name: ClassVar[str] = "supernet"
+
+    def evaluation(self, ctx: EvaluationContext) -> Evaluation:
+        from nas.search.engine.supernet import SupernetEvaluation, fixed_sampler, prepare_supernet
+
+        trained = prepare_supernet(ctx.study, ctx.storage, ctx.space, ctx.options, ctx.events, ctx.data)
+        # Trials sample only the elastic knobs; the rest stay at what the supernet trained with.
+        ctx.study.sampler = fixed_sampler(ctx.study.sampler, trained.elastic)
+        return SupernetEvaluation(
+            ctx.space,
+            ctx.data,
+            trained,
+            profiler=ctx.profiler,
+            seed=ctx.options.seed,
+            weights=ctx.weights,
+            warn=ctx.events.message,
+        )
+
+    def after_search(self, space: SearchSpace) -> list[AfterStep]:
+        # Fine-tuning first: the confirmation then measures the networks that will be exported.
+        tune = [FINETUNE] if space.spec.search.supernet.finetune.epochs > 0 else []
+        return tune + super().after_search(space)
+
+    def finetune(self, joined: JoinedStudy, events: SearchEvents, *, epochs: int | None = None) -> dict[str, Any]:
+        from nas.search.engine.finetune import finetune_front
+
+        return finetune_front(joined, epochs=epochs, say=events.message)
+
+    def describe(self, space: SearchSpace) -> dict[str, Any]:
+        from nas.search.space.elastic import elastic_space
+        from nas.search.supernet.train import sort_epoch
+
+        settings = space.spec.search.supernet
+        elastic = elastic_space(space)  # a space it cannot share was refused when it was loaded
+        return {
+            "strategy": self.name,
+            **settings.model_dump(exclude={"fixed"}),
+            "sort_after": sort_epoch(settings.epochs, settings.sort_channels),
+            "elastic": list(elastic.elastic),
+            "fixed": elastic.fixed,
+        }
+
+    def summary(self, report: dict[str, Any]) -> str:
+        tuned = report["finetune"]["epochs"]
+        return (
+            f"Search strategy: supernet, {report['epochs']} epochs of sandwich training"
+            + (f", channels sorted by importance after epoch {after}" if (after := report["sort_after"]) else "")
+            + f", BatchNorm re-calibrated on {report['calibration_batches']} batches; "
+            + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
+            + f"elastic: {', '.join(report['elastic'])}; fixed for the supernet: "
+            + (", ".join(f"{k}={v}" for k, v in report["fixed"].items()) or "nothing")
+        )
+
+
+def _finetune(joined: JoinedStudy, events: SearchEvents) -> None:
+    strategy_for(joined.space).finetune(joined, events)
+
+
+FINETUNE = AfterStep("fine-tuning the front", "nas finetune {study}", _finetune)
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Strategy(), SupernetStrategy())}
+assert set(STRATEGIES) == set(RULES), "engine/strategy.py and space/strategies.py register the same names"
+
+
+def strategy_for(space: SearchSpace) -> Strategy:
+    return STRATEGIES[space.spec.search.strategy]
+
+
+def ended_normally(stopped_by: str) -> bool:
+    """Its budget or --timeout; not Ctrl-C or a run of failures: only then do the after-search
+    steps run."""
+    from nas.search.records import StoppedBy
+
+    return stopped_by in (StoppedBy.BUDGET, StoppedBy.TIMEOUT)
+
+
+def finish_search(joined: JoinedStudy, events: SearchEvents) -> None:
+    """Run the strategy's after-search steps. A failed step is a warning: the search itself is
+    complete and saved, and the step can run again by hand."""
+    for step in strategy_for(joined.space).after_search(joined.space):
+        try:
+            step.run(joined, events)
+        except NasError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            again = step.again.format(study=joined.study.study_name)
+            events.message(f"Warning: {step.title} failed ({first}); run `{again}`")
