@@ -198,6 +198,7 @@ class SearchSpace:
         defaults: dict[str, Any] = {
             **GLOBAL_OFF,
             "resolution": self.spec.dataset.image_size,
+            "stem_stride": 2,
             "activation": rules.activation,
             "phi": 0.0,
             **TRAINING_DEFAULTS,
@@ -244,7 +245,7 @@ class SearchSpace:
             channels=channels,
             width_multiplier=round(width, 6),
             stem_filters=m.stem_filters,
-            stem_stride=m.stem_stride,
+            stem_stride=int(get("stem_stride")),
             head_filters=m.head_filters,
             dropout=float(get("dropout")),
             stages=stages,
@@ -279,6 +280,10 @@ class SearchSpace:
         # Defaults left out: a later version that adds a knob with a default does not make
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
         data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
+        stride = self.spec.model.stem_stride
+        if stride.fixed and "stem_stride" in data["model"]:
+            # A fixed stride was a plain number before it became searchable: studies made then resume.
+            data["model"]["stem_stride"] = stride.value
         if (search := rules_for(self.spec.search).fingerprint(self.spec.search)) is not None:
             data["search"] = search
         return json.dumps(_plain(data), sort_keys=True)
