@@ -1,5 +1,6 @@
-"""Datasets: the built-in digits, image folders, .npz and TFRecords, decoded once and
-cached; the tf.data pipeline."""
+"""Datasets: the built-in digits, Keras' data sets by name (read from local files only), image
+folders, .npz and TFRecords, decoded once and cached, with a test set kept apart; the tf.data
+pipeline."""
 
 from typing import TYPE_CHECKING
 
@@ -7,16 +8,15 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.data.dataset import Dataset as Dataset
+    from nas.search.data.dataset import check_source as check_source
     from nas.search.data.dataset import delivery_rate as delivery_rate
     from nas.search.data.dataset import load_dataset as load_dataset
     from nas.search.data.dataset import pipeline as pipeline
-    from nas.search.data.sources import check_source as check_source
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "dataset": ["Dataset", "delivery_rate", "load_dataset", "pipeline"],
-        "sources": ["check_source"],
+        "dataset": ["Dataset", "check_source", "delivery_rate", "load_dataset", "pipeline"],
     },
 )
 

@@ -1,5 +1,8 @@
 """Datasets: read once (decoded, resized, split), kept as uint8, served through tf.data.
 
+A test set (a built-in's official one, dataset.test_path or dataset.test_fraction) is kept
+apart in x_test/y_test: the search trains and validates on the training data only.
+
 A user's data is decoded once per machine: the split arrays are stored in a cache folder
 keyed by the dataset settings and the files' sizes and times, so resumed searches and every
 worker of a pool load them instead of decoding again. Small data sets are then held in
@@ -22,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from nas.errors import NasError
-from nas.search.data.sources import read_source, to_uint8_images
+from nas.search.data.builtin import Found, locate, read_builtin
+from nas.search.data.sources import Images, list_folder, read_source, to_uint8_images
 from nas.search.runtime import import_tensorflow
 from nas.search.space import DatasetSpec
+from nas.search.space.builtin_sets import BUILTIN_SETS
 
 log = logging.getLogger("nas")
 
@@ -41,6 +46,10 @@ class Dataset:
     y_val: np.ndarray
     class_names: tuple[str, ...]
     info: dict[str, Any] = field(default_factory=dict)  # source, skipped files, cache, decode rate
+    # The test set: read only after the search (final scoring), never by training, validation,
+    # the sampler or screening. None where the data set has none.
+    x_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
 
     @property
     def num_classes(self) -> int:
@@ -63,6 +72,7 @@ class Dataset:
             "train_per_class": counts(self.y_train),
             "validation_per_class": counts(self.y_val),
             "shape": list(self.x_train.shape[1:]),
+            **({"test": len(self.y_test)} if self.y_test is not None else {}),
             **self.info,
         }
 
@@ -87,16 +97,38 @@ def _split(x: np.ndarray, y: np.ndarray, spec: DatasetSpec) -> tuple[np.ndarray,
     return out
 
 
+def _hold_out_test(images: Images, spec: DatasetSpec) -> tuple[Images, Images]:
+    """dataset.test_fraction of the images, stratified and seeded like the validation split,
+    taken before it: (what stays for training and validation, the test set)."""
+    from sklearn.model_selection import train_test_split
+
+    stratify = images.y if np.bincount(images.y).min(initial=2) >= 2 else None
+    try:
+        x, x_test, y, y_test = train_test_split(
+            images.x, images.y, test_size=spec.test_fraction, stratify=stratify, random_state=spec.seed
+        )
+    except ValueError as exc:  # too few images for a stratified test set of that size
+        raise NasError(f"dataset.test_fraction: {spec.test_fraction} of {len(images.y)} images: {exc}") from None
+    return Images(x, y, images.class_names, images.skipped), Images(x_test, y_test, images.class_names)
+
+
 def _digits(spec: DatasetSpec) -> Dataset:
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     x = np.round(digits.images * (255 / 16)).astype(np.uint8)[..., np.newaxis]
     y = digits.target.astype(np.int32)
+    classes = tuple(str(n) for n in digits.target_names)
+    test = None
+    if spec.test_fraction is not None:
+        kept, test = _hold_out_test(Images(x, y, classes), spec)
+        x, y = kept.x, kept.y
     x_train, x_val, y_train, y_val = _split(x, y, spec)
     resize = spec.model_copy(update={"channels": 1})
     x_train, x_val = to_uint8_images(x_train, resize, "digits"), to_uint8_images(x_val, resize, "digits")
-    return Dataset(x_train, y_train, x_val, y_val, tuple(str(n) for n in digits.target_names), {"source": "digits"})
+    x_test = None if test is None else to_uint8_images(test.x, resize, "digits")
+    y_test = None if test is None else test.y
+    return Dataset(x_train, y_train, x_val, y_val, classes, {"source": "digits"}, x_test, y_test)
 
 
 def _stamp(path: Path) -> list[Any]:
@@ -106,19 +138,46 @@ def _stamp(path: Path) -> list[Any]:
     return [len(files), sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
 
 
-def _cache_key(spec: DatasetSpec) -> str:
+def _cache_key(spec: DatasetSpec, found: Found | None) -> str:
     settings = spec.model_dump(mode="json", exclude={"augmentation", "cache"})
-    stamps = [_stamp(Path(p)) for p in (spec.path, spec.validation_path) if p and Path(p).exists()]
+    for key in ("test_path", "test_fraction"):  # unset, they leave the keys of earlier entries as they were
+        if settings[key] is None:
+            del settings[key]
+    stamps = [_stamp(Path(p)) for p in (spec.path, spec.validation_path, spec.test_path) if p and Path(p).exists()]
+    if found is not None:  # a built-in: where its files were found, and their stamps
+        stamps = [[str(p), *_stamp(p)] for p in found.files]
     text = json.dumps({"settings": settings, "files": stamps, "format": 1}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _decode(spec: DatasetSpec) -> tuple[dict[str, np.ndarray], tuple[str, ...], dict[str, Any]]:
+def _test_set(spec: DatasetSpec, train: Images) -> tuple[Images, Images | None]:
+    """The training images less a held-out test set, and that test set (None without one)."""
+    if spec.test_fraction is not None:
+        return _hold_out_test(train, spec)
+    if not spec.test_path:
+        return train, None
+    if not Path(spec.test_path).exists():
+        raise NasError(f"dataset.test_path: {spec.test_path} does not exist")
+    test = read_source(Path(spec.test_path), spec)
+    if test.class_names != train.class_names:
+        raise NasError(
+            f"dataset.test_path: its classes {list(test.class_names)} differ from "
+            f"dataset.path's {list(train.class_names)}"
+        )
+    return train, test
 
-    assert spec.path is not None
+
+def _decode(spec: DatasetSpec, found: Found | None) -> tuple[dict[str, np.ndarray], tuple[str, ...], dict[str, Any]]:
     started = time.perf_counter()
-    train = read_source(Path(spec.path), spec)
-    skipped = list(train.skipped)
+    test: Images | None
+    if found is not None:
+        train, test = read_builtin(spec, found)
+        read = len(train.y) + len(test.y)
+    else:
+        assert spec.path is not None
+        train, test = _test_set(spec, read_source(Path(spec.path), spec))
+        read = len(train.y) + (len(test.y) if test is not None else 0)
+    skipped = list(train.skipped) + (test.skipped if test is not None else [])
     if spec.validation_path:
         val = read_source(Path(spec.validation_path), spec)
         skipped += val.skipped
@@ -136,11 +195,13 @@ def _decode(spec: DatasetSpec) -> tuple[dict[str, np.ndarray], tuple[str, ...], 
             raise NasError(f"dataset.path: {spec.path} holds {len(train.y)} readable images; too few to split")
         x_train, x_val, y_train, y_val = _split(train.x, train.y, spec)
         arrays = {"x_train": x_train, "y_train": y_train, "x_val": x_val, "y_val": y_val}
+    if test is not None:
+        arrays.update(x_test=test.x, y_test=test.y)
     seconds = time.perf_counter() - started
-    images = len(train.y) + (len(arrays["y_val"]) if spec.validation_path else 0)
+    images = read + (len(arrays["y_val"]) if spec.validation_path else 0)
     info = {
         "source": spec.source,
-        "path": spec.path,
+        "path": str(found.place) if found is not None else spec.path,
         "skipped": len(skipped),
         "skipped_examples": skipped[:5],
         "decode_images_per_s": round(images / seconds, 1) if seconds > 0 else None,
@@ -173,10 +234,11 @@ def _fits_in_memory(folder: Path) -> bool:
 
 
 def _from_files(spec: DatasetSpec, warn: Callable[[str], None]) -> Dataset:
-    folder = cache_dir() / _cache_key(spec)
+    found = locate(spec) if spec.source in BUILTIN_SETS else None
+    folder = cache_dir() / _cache_key(spec, found)
     decoded: dict[str, np.ndarray] | None = None
     if not (folder / "meta.json").exists():
-        arrays, classes, info = _decode(spec)
+        arrays, classes, info = _decode(spec, found)
         if info["skipped"]:
             examples = ", ".join(info["skipped_examples"])
             warn(f"Warning: skipped {info['skipped']} unreadable image(s), e.g. {examples} (dataset.on_corrupt: skip)")
@@ -184,7 +246,7 @@ def _from_files(spec: DatasetSpec, warn: Callable[[str], None]) -> Dataset:
             _save(folder, arrays, {"classes": list(classes), "info": info})
         except OSError as exc:
             log.warning("could not cache the decoded data set in %s: %s", folder, exc)
-            return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], classes, info)
+            return _dataset(arrays, classes, info)
         decoded = arrays
     meta = json.loads((folder / "meta.json").read_text())
     in_memory = spec.cache == "memory" or (spec.cache == "auto" and _fits_in_memory(folder))
@@ -193,11 +255,34 @@ def _from_files(spec: DatasetSpec, warn: Callable[[str], None]) -> Dataset:
     else:
         arrays = {
             k: np.load(folder / f"{k}.npy", mmap_mode=None if in_memory else "r")
-            for k in ("x_train", "y_train", "x_val", "y_val")
+            for k in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test")
+            if (folder / f"{k}.npy").exists()  # entries of data without a test set have none
         }
-    arrays["y_train"], arrays["y_val"] = np.asarray(arrays["y_train"]), np.asarray(arrays["y_val"])
+    for k in ("y_train", "y_val", "y_test"):
+        if k in arrays:
+            arrays[k] = np.asarray(arrays[k])
     info = {**meta["info"], "cache": "memory" if in_memory else "disk", "cache_dir": str(folder)}
-    return Dataset(arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"], tuple(meta["classes"]), info)
+    return _dataset(arrays, tuple(meta["classes"]), info)
+
+
+def _dataset(arrays: dict[str, np.ndarray], classes: tuple[str, ...], info: dict[str, Any]) -> Dataset:
+    train_val = (arrays["x_train"], arrays["y_train"], arrays["x_val"], arrays["y_val"])
+    return Dataset(*train_val, classes, info, arrays.get("x_test"), arrays.get("y_test"))
+
+
+def check_source(spec: DatasetSpec) -> None:
+    """The checks that need no decoding (paths, class folders, where a built-in's files are),
+    for a parent that does not load the data itself before the database is touched."""
+    if spec.source in BUILTIN_SETS:
+        locate(spec)
+        return
+    for key, value in (("path", spec.path), ("validation_path", spec.validation_path), ("test_path", spec.test_path)):
+        if value is None:
+            continue
+        if not Path(value).exists():
+            raise NasError(f"dataset.{key}: {value} does not exist")
+        if spec.source == "folder":
+            list_folder(Path(value))
 
 
 def load_dataset(spec: DatasetSpec, warn: Callable[[str], None] = log.warning) -> Dataset:

@@ -205,18 +205,6 @@ def read_tfrecord(path: Path, spec: DatasetSpec) -> Images:
     return Images(np.concatenate(images), y, classes)
 
 
-def check_source(spec: DatasetSpec) -> None:
-    """The checks that need no decoding (paths, class folders), for a parent that does not
-    load the data itself before the database is touched."""
-    for key, value in (("path", spec.path), ("validation_path", spec.validation_path)):
-        if value is None:
-            continue
-        if not Path(value).exists():
-            raise NasError(f"dataset.{key}: {value} does not exist")
-        if spec.source == "folder":
-            list_folder(Path(value))
-
-
 def read_source(path: Path, spec: DatasetSpec) -> Images:
     if not path.exists():
         raise NasError(f"dataset.path: {path} does not exist")

@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from nas.search.records import SamplerName
 from nas.search.space.base import Spec, fixed, parsed
+from nas.search.space.builtin_sets import BUILTIN_SETS
 from nas.search.space.compression_spec import CompressionSpec
 from nas.search.space.model_spec import ModelSpec, check_scope
 from nas.search.space.params import Check, Kind, Param, between, one_of, shown
@@ -46,29 +47,84 @@ class AugmentationSpec(Spec):
 
 
 class DatasetSpec(Spec):
-    source: Literal["digits", "folder", "npz", "tfrecord"] = "digits"
-    path: str | None = Field(None, description="folder, .npz file, or TFRecord file/folder")
+    source: Literal["digits", "folder", "npz", "tfrecord", "fashion_mnist", "mnist", "cifar10", "cifar100"] = Field(
+        "digits",
+        description="fashion_mnist, mnist, cifar10, cifar100: Keras' data sets with their official test split, "
+        "read from Keras' cache folder, dataset.path or Debian's /usr/share/datasets (never downloaded)",
+    )
+    path: str | None = Field(
+        None,
+        description="folder, .npz file, or TFRecord file/folder; for a Keras data set, a folder holding its "
+        "original files (default: Keras' cache, then Debian's folder)",
+    )
     validation_path: str | None = Field(None, description="an explicit validation set of the same kind")
+    test_path: str | None = Field(
+        None, description="a test set of the same kind as path, which the search never reads (scored at the end)"
+    )
+    test_fraction: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="hold this share of the data out as a test set the search never reads (stratified, seeded; "
+        "before the validation split)",
+    )
     image_size: int = Field(16, ge=8, le=512, description="images are resized once to this size")
-    channels: Literal[1, 3] | None = Field(None, description="default: 1 for digits, 3 otherwise")
-    classes: list[str] | None = Field(None, min_length=2, description="names of integer labels 0..K-1")
+    channels: Literal[1, 3] | None = Field(
+        None, description="default: 1 for digits, mnist and fashion_mnist, 3 otherwise"
+    )
+    classes: list[str] | None = Field(
+        None, min_length=2, description="names of integer labels 0..K-1 (a Keras data set's own by default)"
+    )
     validation_fraction: float = Field(0.2, gt=0, lt=1)
-    subset: int | None = Field(None, ge=20, description="use only this many images (stratified)")
+    subset: int | None = Field(None, ge=20, description="use only this many training images (stratified)")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     on_corrupt: Literal["skip", "error"] = "skip"
     cache: Literal["auto", "memory", "disk"] = "auto"
     tfrecord: TFRecordSpec = TFRecordSpec()
     augmentation: AugmentationSpec = AugmentationSpec()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_defaults(cls, data: Any) -> Any:
+        """A Keras data set's channels and class names are known without reading it: filled in
+        here, so the networks' shapes follow from the space file alone."""
+        source = data.get("source") if isinstance(data, dict) else None
+        if not isinstance(source, str) or source not in BUILTIN_SETS:  # a wrong value is the field's to report
+            return data
+        known = BUILTIN_SETS[source]
+        filled = dict(data)
+        if filled.get("channels") is None:
+            filled["channels"] = known.channels
+        if filled.get("classes") is None:
+            filled["classes"] = list(known.classes)
+        return filled
+
     @model_validator(mode="after")
     def _path_matches_source(self) -> DatasetSpec:
-        if self.source == "digits" and (self.path or self.validation_path):
+        if self.source == "digits" and (self.path or self.validation_path or self.test_path):
             raise ValueError("path: the built-in digits take no path (set source: folder, npz or tfrecord)")
-        if self.source != "digits" and not self.path:
+        if self.source in BUILTIN_SETS:
+            self._check_builtin()
+        elif self.source != "digits" and not self.path:
             raise ValueError(f"path: required for source {self.source}")
         if self.source == "digits" and self.channels == 3:
             raise ValueError("channels: digits are grayscale (1 channel)")
+        if self.test_path and self.test_fraction is not None:
+            raise ValueError("test_fraction: a test set comes from test_path or test_fraction, not both")
         return self
+
+    def _check_builtin(self) -> None:
+        known = BUILTIN_SETS[self.source]
+        why = {
+            "validation_path": "validation comes out of its training split",
+            "test_path": "it carries its official test split",
+            "test_fraction": "it carries its official test split",
+        }
+        for key, reason in why.items():
+            if getattr(self, key) is not None:
+                raise ValueError(f"{key}: {self.source} takes none ({reason})")
+        if self.classes is not None and len(self.classes) != len(known.classes):
+            raise ValueError(f"classes: {self.source} has {len(known.classes)} classes, not {len(self.classes)}")
 
 
 TRAINING_FIELDS: dict[str, tuple[Kind, Check | None]] = {
@@ -215,6 +271,33 @@ class SearchSpec(Spec):
     supernet: SupernetSpec = SupernetSpec()
 
 
+class FinalSpec(Spec):
+    """`nas train`: the recipe the chosen architectures are trained with after the search, from
+    scratch (or, in a supernet study, from their inherited weights), before each is scored once
+    on the test set. Not in the study's fingerprint: it acts after the search, and each final
+    figure is stored with the recipe that made it."""
+
+    epochs: int = Field(30, ge=1, le=10_000, description="epochs of the final training")
+    warmup_epochs: int = Field(
+        2, ge=0, le=1000, description="linear warm-up of the learning rate before its cosine decay"
+    )
+    learning_rate: float | None = Field(
+        None, gt=0, le=10, description="peak rate (default: the trial's; a tenth of it from inherited weights)"
+    )
+    batch_size: int | None = Field(None, ge=1, le=65_536, description="default: the trial's")
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    augmentation: AugmentationSpec | None = Field(
+        None, description="random transforms of training batches (default: dataset.augmentation)"
+    )
+    data: Literal["train+validation", "train"] = Field(
+        "train+validation",
+        description="train+validation: the search's validation images join the training set; train: they stay out "
+        "and are scored after each epoch",
+    )
+    trials: int = Field(8, ge=1, le=1000, description="at most this many front members, most accurate first")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+
+
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
     "accuracy": "maximize",  # of the deployable form: after pruning and quantization
     "throughput": "maximize",  # images/s of the Keras model on this device
@@ -236,6 +319,7 @@ class SpaceSpec(Spec):
     constraints: ConstraintsSpec = ConstraintsSpec()
     compression: CompressionSpec = CompressionSpec()
     measure: MeasureSpec = MeasureSpec()
+    final: FinalSpec = FinalSpec()
     search: SearchSpec = SearchSpec()
 
     @field_validator("objectives")
