@@ -1,7 +1,7 @@
 """Time to a good Pareto front: nas against KerasTuner, same space, same budget, same machine.
 
-    python benchmarks/compare.py [--budget 60] [--seeds 3] [--out compare.json] [--plot hv.png]
-    python benchmarks/compare.py --quick          # about 2 minutes: 1 seed, 15 s per contender
+    python -m benchmarks.compare [--budget 60] [--seeds 3] [--out compare.json] [--plot hv.png]
+    python -m benchmarks.compare --quick          # about 2 minutes: 1 seed, 15 s per contender
 
 Contenders, run one after another, each in a fresh process, for the same wall-clock budget
 per seed ("start no trial after B seconds"), on the same data and space:
@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
-import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,10 +35,8 @@ from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-REF_ACCURACY = 0.0
-REF_LOG_THROUGHPUT = 3.0  # 1,000 images/s: slower candidates add nothing to the hypervolume
-THROUGHPUT_WEIGHT = 0.1  # KerasTuner's summed objective: accuracy + 0.1 * log10(images/s)
+from benchmarks import scoring
+from benchmarks.launch import ROOT, run_module
 
 
 @dataclass(frozen=True)
@@ -53,20 +48,13 @@ class Point:
     build_s: float  # building the Keras model (outside, but the same work for every tool)
 
 
-def hypervolume(points: list[tuple[float, float]]) -> float:
-    """2-D hypervolume of maximised (accuracy, log10 throughput) above the reference point."""
-    from nas.search.results import hypervolume_2d
-
-    return hypervolume_2d([list(p) for p in points], [REF_ACCURACY, REF_LOG_THROUGHPUT])
-
-
 def hv_curve(points: list[Point]) -> list[tuple[float, float]]:
     """(time, hypervolume so far) after each trial."""
     done: list[tuple[float, float]] = []
     curve = []
     for p in sorted(points, key=lambda p: p.end_s):
-        done.append((p.accuracy, math.log10(max(p.throughput, 1e-9))))
-        curve.append((p.end_s, hypervolume(done)))
+        done.append((p.accuracy, p.throughput))
+        curve.append((p.end_s, scoring.front_hypervolume(done)))
     return curve
 
 
@@ -74,19 +62,13 @@ def overhead(points: list[Point], *, count_build: bool = True) -> float:
     """Median share of a trial's wall time (from the previous trial's end) outside measuring
     and training (and, with count_build=False, outside building the model too). The first
     trial is left out: it also carries start-up."""
-    ordered = sorted(points, key=lambda p: p.end_s)
-    shares = []
-    for before, p in itertools.pairwise(ordered):
-        wall = p.end_s - before.end_s
-        inside = p.inside_s + (0.0 if count_build else p.build_s)
-        if wall > 0:
-            shares.append(max(0.0, wall - inside) / wall)
-    return statistics.median(shares) if shares else float("nan")
+    inside = [(p.end_s, p.inside_s + (0.0 if count_build else p.build_s)) for p in points]
+    return scoring.overhead_share(scoring.idle_gaps(inside))
 
 
 def make_space(folder: Path, epochs: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    space = yaml.safe_load((HERE.parent / "spaces" / "tiny.yaml").read_text())
+    space = yaml.safe_load((ROOT / "spaces" / "tiny.yaml").read_text())
     space["name"] = "compare"
     space["dataset"].pop("subset")  # all 1,797 digits
     space["training"]["epochs"] = epochs
@@ -166,7 +148,7 @@ def run_kerastuner(space: Any, data: Any, kind: str, seed: int, budget: float, f
             inside = time.perf_counter() - t0
             tput = cost.primary.images_per_s
             points.append(Point(time.time() - started, result.accuracy, tput, inside, self.build_s))
-            score = THROUGHPUT_WEIGHT * math.log10(tput)
+            score = scoring.throughput_score(tput)
             # KerasTuner checks that the dict holds its MultiObjective's own name, then sums the
             # named objectives (negated, as it minimises); give it that sum under that name.
             combined = -(result.accuracy + score)
@@ -188,9 +170,9 @@ def run_isolated(name: str, seed: int, budget: float, epochs: int, folder: Path)
     down as TensorFlow state piles up (per-trial overhead tripled by the third seed in a
     first version of this script), which would penalise whoever runs later."""
     out = folder / f"points-{seed}-{list(CONTENDERS).index(name)}.json"
-    command = [sys.executable, __file__, "--run-one", name, "--seed", str(seed), "--budget", str(budget)]
+    command = ["--run-one", name, "--seed", str(seed), "--budget", str(budget)]
     command += ["--epochs", str(epochs), "--out", str(out)]
-    subprocess.run(command, check=True, cwd=folder)
+    run_module("compare", command, folder)
     return [Point(**p) for p in json.loads(out.read_text())]
 
 
@@ -308,14 +290,14 @@ def main() -> None:
                 print(f"seed {seed} {name}: {len(points)} trials", flush=True)
     summary = summarise(runs, args.budget)
     report = {
-        "command": "python benchmarks/compare.py"
+        "command": "python -m benchmarks.compare"
         + (" --quick" if args.quick else "")
         + (f" --budget {args.budget:g}" if not args.quick or args.budget != 15.0 else "")
         + (f" --contenders '{args.contenders}'" if args.contenders else ""),
         "budget_s": args.budget,
         "seeds": args.seeds,
         "epochs": args.epochs,
-        "reference_point": [REF_ACCURACY, REF_LOG_THROUGHPUT],
+        "reference_point": list(scoring.REFERENCE),
         "total_s": round(time.perf_counter() - started, 1),
         **summary,
     }

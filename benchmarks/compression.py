@@ -1,6 +1,6 @@
 """Pruning and quantization settings on one architecture, on digits, in one run.
 
-    python benchmarks/compression.py [--epochs 8] [--out benchmarks/compression.json]
+    python -m benchmarks.compression [--epochs 8] [--out benchmarks/compression.json]
 
 The architecture is a MobileNetV2-style network at 16x16 (110k parameters, 6.6M FLOPs).
 Every setting trains from the same initial weights with the same seed, then reports the
@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 SPACE = """
 name: compression-benchmark

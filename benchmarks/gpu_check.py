@@ -1,6 +1,6 @@
 """GPU check: one prepared command for a machine with an NVIDIA GPU (about 8 minutes).
 
-    python benchmarks/gpu_check.py [--out gpu_check.json] [--cpu]
+    python -m benchmarks.gpu_check [--out gpu_check.json] [--cpu]
 
 1. The device and TensorFlow's CUDA/cuDNN build; the matmul peak measured in float32 (TF32
    where TensorFlow uses it), float16 and bfloat16, next to the data-sheet figure.

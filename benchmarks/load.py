@@ -1,6 +1,6 @@
 """Load test: many pool workers, thousands of short trials, workers killed with SIGKILL.
 
-    python benchmarks/load.py [--storage URL] [--workers 8] [--trials 2000] [--kill-every 8 15 | --kills N]
+    python -m benchmarks.load [--storage URL] [--workers 8] [--trials 2000] [--kill-every 8 15 | --kills N]
 
 The space is the `tiny` preset with constraints that stop every trial before training: most
 on the plan (`max_params`), about one in six after being built and measured (`min_throughput`

@@ -1,6 +1,6 @@
 """How far the throughput figures can be trusted, why they are measured, what caching saves.
 
-    python benchmarks/measurement.py [--networks 20] [--trials 8] [--skip-search]
+    python -m benchmarks.measurement [--networks 20] [--trials 8] [--skip-search]
 
 1. Repeatability: N random architectures of the `mobilenet` preset, each measured (throughput
    at batch 64, no cache) in two separate processes, by two protocols in the same run: the one

@@ -1,7 +1,7 @@
 """Memory across trials: what each trained model leaves behind in a long-lived process, and
 what the garbage collection after each trial costs as that grows.
 
-    python benchmarks/memory.py [--trials 12] [--space tiny] [--epochs N] [--variants fit,nas,nas-freeze-once]
+    python -m benchmarks.memory [--trials 12] [--space tiny] [--epochs N] [--variants fit,nas,nas-freeze-once]
 
 Each variant runs in its own process and, per trial, builds a candidate of the space, measures
 it, trains it and then releases Keras/TensorFlow state with

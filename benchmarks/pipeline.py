@@ -1,6 +1,6 @@
 """How fast the input pipeline delivers images, against how fast a model trains on them.
 
-    python benchmarks/pipeline.py [--batch-size 64]
+    python -m benchmarks.pipeline [--batch-size 64]
 
 For the built-in digits at 32x32 and 96x96, and for the same digits written as an image
 folder (JPEG/PNG, decoded once and cached), in memory and memory-mapped from disk: the

@@ -1,33 +1,27 @@
 """End-to-end race: nas against KerasTuner Hyperband and BayesianOptimization and plain Optuna,
-each run the way its users run it, on the `mobilenet` preset's space on digits.
+each run the way its users run it, on the `mobilenet` preset's space on digits. From the
+repository root:
 
-    python benchmarks/race.py [--budget 900] [--seeds 3] [--out race.json] [--plot race.png]
-    python benchmarks/race.py --quick     # 1 seed, 20 s per contender, 2 epochs: checks the script
-    python benchmarks/race.py --seeds 1 --runs benchmarks/race-runs   # seed 0 now ...
-    python benchmarks/race.py --seeds 3 --runs benchmarks/race-runs   # ... seeds 1 and 2 later
+    python -m benchmarks.race [--budget 900] [--seeds 3] [--out race.json] [--plot race.png]
+    python -m benchmarks.race --quick     # 1 seed, 20 s per contender, 2 epochs: checks the script
+    python -m benchmarks.race --seeds 1 --runs benchmarks/race-runs   # seed 0 now ...
+    python -m benchmarks.race --seeds 3 --runs benchmarks/race-runs   # ... seeds 1 and 2 later
 
 With --runs, each contender's run of one seed is kept there as it ends (its trials, commit and
 date) and a later call reuses the kept runs of the same budget and epochs, so a race of 3 x 5
 runs of 15 minutes can be run a seed at a time; the fronts are always re-measured together.
 
-Contenders, one after another, each in a fresh process with the same wall-clock budget (no
-trial but the first starts after it; a running one finishes):
-- nas, default settings: `nas search <preset> --timeout B --seed S` through the CLI; and nas
-  with `search.early_stopping: {method: asha, min_epochs: 1, eta: 3}`.
-- nas (supernet): the preset with `search.strategy: supernet` and that strategy's defaults. Its
-  clock includes the supernet's training (`nas search --timeout 0` first), its trials get what
-  is left less FINETUNE_RESERVE for fine-tuning the front, and each fine-tuned subnet replaces
-  its inherited figure from the time the fine-tuning ended.
-- KerasTuner `Hyperband` (max_epochs = the preset's epochs, factor 3, iterations until the
-  budget ends) and
-  `BayesianOptimization`, with a HyperModel written as a KerasTuner user writes it: the
-  preset's MobileNetV2 family in Keras layers in `build(hp)`, `model.fit` with the callbacks
-  KerasTuner passes (its best-epoch checkpoint kept), throughput from a short timing loop in
-  `fit`, and the two objectives folded into the one score KerasTuner ranks by:
-  val_accuracy + 0.1 * log10(images/s).
-- Optuna: a hand-written objective (the same Keras builder, `model.fit`, the same timing loop)
-  returning (accuracy, images/s) to a multi-objective TPE study; no pruning (Optuna's pruners
-  refuse multi-objective studies).
+Contenders (benchmarks/contenders/, one a module, each says how it runs its tool), one after
+another, each in a fresh process with the same wall-clock budget (no trial but the first
+starts after it; a running one finishes):
+- nas, default settings, and nas with ASHA early stopping (`nas_trials`);
+- nas (supernet), whose clock includes the supernet's training and the fine-tuning of its
+  front (`nas_supernet`);
+- KerasTuner `Hyperband` and `BayesianOptimization` (`kerastuner`), ranking by the one score
+  KerasTuner has: val_accuracy + 0.1 * log10(images/s);
+- Optuna: a hand-written objective to a multi-objective TPE study (`optuna_tpe`).
+KerasTuner's and Optuna's trials build the same MobileNetV2 family in plain Keras, train it
+with `model.fit` and time it with a short loop, as their users would (`keras_model`).
 
 Every tool times throughput its own way, so afterwards one process rebuilds every
 contender's final front (by its own figures) and measures all of them together with nas'
@@ -45,331 +39,23 @@ outside training and measuring); medians over seeds.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import itertools
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from benchmarks import scoring, stamps
+from benchmarks.contenders import RUNNERS
+from benchmarks.contenders.keras_model import TIMING_BATCH, keras_mobilenet
+from benchmarks.contenders.preset import QUICK_MEASURE, preset
+from benchmarks.launch import run_module
 
-HERE = Path(__file__).resolve().parent
-REFERENCE = (0.0, 3.0)  # accuracy 0, 1,000 images/s
-SCORE_WEIGHT = 0.1  # KerasTuner's single score: accuracy + 0.1 * log10(images/s)
-TIMING_BATCH = 64
-CONTENDERS = (
-    "nas",
-    "nas (asha)",
-    "KerasTuner Hyperband",
-    "KerasTuner BayesianOptimization",
-    "Optuna TPE",
-    "nas (supernet)",
-)
-# The supernet contender's first command trains the supernet; its second gets what is left of
-# the budget less this share, kept for fine-tuning the front after its last trial (up to 16
-# subnets, 3 epochs each: 4-11 s apiece here), so that the whole run fits in the budget; the
-# report's last column shows when each contender's last result came.
-FINETUNE_RESERVE = 0.25
-
-
-# --- the space, as the preset and as a KerasTuner / Optuna user writes it ---------------------
-
-
-# --quick checks the script: the device's baseline and peak, rounds, warm-ups and latency
-# measured briefly, and no confirmation after the budget (the race re-measures every front itself).
-QUICK_MEASURE = {
-    "rounds": 5,
-    "round_seconds": 0.05,
-    "warmup_seconds": 2,
-    "latency_seconds": 0.2,
-    "baseline_rounds": 5,
-    "peak_seconds": 0.2,
-}
-
-
-def preset(epochs: int | None, asha: bool, quick: bool = False, supernet: bool = False) -> dict[str, Any]:
-    space = yaml.safe_load((HERE.parent / "spaces" / "mobilenet.yaml").read_text())
-    space["name"] = "race"
-    space["search"]["trials"] = 100_000  # the budget is time
-    if quick:
-        space["measure"] |= QUICK_MEASURE | {"confirm": False}
-    if epochs:
-        space["training"]["epochs"] = epochs
-    if asha:
-        space["search"]["early_stopping"] = {"method": "asha", "min_epochs": 1, "eta": 3}
-    if supernet:  # the strategy's own defaults (12 supernet epochs, 3 of fine-tuning) but in --quick
-        space["search"]["strategy"] = "supernet"
-        if quick:
-            space["search"]["supernet"] = {"epochs": 1, "finetune": {"epochs": 1}}
-    return space
-
-
-def suggest(ask: Any) -> dict[str, Any]:
-    """The preset's parameters through `ask(kind, name, *domain)`: KerasTuner's hp or Optuna's trial."""
-    values = {"width_multiplier": ask("choice", "width_multiplier", [0.5, 0.75, 1.0])}
-    values["dropout"] = ask("float", "dropout", 0.0, 0.3, False)
-    for stage, depth in ((1, 2), (2, 3), (3, 2)):
-        values[f"stage{stage}.depth"] = ask("int", f"stage{stage}.depth", 1, depth)
-        values[f"stage{stage}.kernel"] = ask("choice", f"stage{stage}.kernel", [3, 5])
-        values[f"stage{stage}.expansion"] = ask("choice", f"stage{stage}.expansion", [3, 6])
-        values[f"stage{stage}.se"] = ask("choice", f"stage{stage}.se", [False, True])
-    values["batch_size"] = ask("choice", "batch_size", [32, 64])
-    values["learning_rate"] = ask("float", "learning_rate", 0.001, 0.02, True)
-    return values
-
-
-def keras_mobilenet(values: dict[str, Any], shape: tuple[int, ...], classes: int) -> Any:
-    """MobileNetV2 blocks in plain Keras, as a user writes them for KerasTuner or Optuna."""
-    import keras
-    from keras import layers
-
-    from nas.search.nets.build import BN_MOMENTUM
-
-    def bn(x: Any) -> Any:
-        # The momentum nas' builder uses: Keras' default 0.99 leaves the moving statistics
-        # unsettled after a trial's few hundred steps, and inference-mode accuracy stays at
-        # chance (0.10) for a model that scores 0.96 with batch statistics (seen on digits).
-        return layers.BatchNormalization(momentum=BN_MOMENTUM)(x)
-
-    def channels(filters: int) -> int:
-        return max(8, int(filters * values["width_multiplier"] + 4) // 8 * 8)
-
-    def block(x: Any, filters: int, stride: int, kernel: int, expansion: int, se: bool) -> Any:
-        inputs, width = x, x.shape[-1] * expansion
-        if expansion != 1:
-            x = layers.ReLU(6.0)(bn(layers.Conv2D(width, 1, use_bias=False)(x)))
-        x = layers.DepthwiseConv2D(kernel, stride, padding="same", use_bias=False)(x)
-        x = layers.ReLU(6.0)(bn(x))
-        if se:
-            s = layers.GlobalAveragePooling2D(keepdims=True)(x)
-            s = layers.Conv2D(max(1, width // 4), 1, activation="relu")(s)
-            x = layers.Multiply()([x, layers.Conv2D(width, 1, activation="sigmoid")(s)])
-        x = bn(layers.Conv2D(filters, 1, use_bias=False)(x))
-        return layers.Add()([inputs, x]) if stride == 1 and inputs.shape[-1] == filters else x
-
-    inputs = keras.Input(shape)
-    x = layers.Rescaling(1.0 / 255)(inputs)  # the images come as uint8, as nas' pipeline gets them
-    x = layers.ReLU(6.0)(bn(layers.Conv2D(channels(16), 3, padding="same")(x)))
-    x = block(x, channels(16), 1, 3, 1, False)
-    for stage, (filters, stride) in enumerate(((24, 2), (32, 2), (64, 2)), start=1):
-        for i in range(values[f"stage{stage}.depth"]):
-            v = values
-            x = block(
-                x,
-                channels(filters),
-                stride if i == 0 else 1,
-                v[f"stage{stage}.kernel"],
-                v[f"stage{stage}.expansion"],
-                v[f"stage{stage}.se"],
-            )
-    x = layers.ReLU(6.0)(bn(layers.Conv2D(128, 1, use_bias=False)(x)))
-    x = layers.Dropout(values["dropout"])(layers.GlobalAveragePooling2D()(x))
-    model = keras.Model(inputs, layers.Dense(classes, activation="softmax")(x))
-    model.compile(
-        optimizer=keras.optimizers.Adam(values["learning_rate"]),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-    )
-    return model
-
-
-def timing_loop(model: Any, images: Any) -> float:
-    """Images/s the way a user times it: a few warm-up calls, then 20 calls on one batch."""
-    batch = images[:TIMING_BATCH]
-    for _ in range(3):
-        model(batch, training=False)
-    started = time.perf_counter()
-    for _ in range(20):
-        model(batch, training=False).numpy()
-    return 20 * len(batch) / (time.perf_counter() - started)
-
-
-# --- one contender in its own process --------------------------------------------------------
-
-
-def run_nas(name: str, seed: int, budget: float, epochs: int | None, folder: Path, quick: bool) -> list[dict[str, Any]]:
-    import optuna
-
-    supernet = name == "nas (supernet)"
-    space = folder / "race.yaml"
-    space.write_text(yaml.safe_dump(preset(epochs, asha=name == "nas (asha)", quick=quick, supernet=supernet)))
-    storage = f"sqlite:///{folder / 'nas.db'}"
-    started = time.time()
-    command = [sys.executable, "-m", "nas", "search", str(space), "--seed", str(seed), "--storage", storage]
-    if supernet:
-        # nas' --timeout counts from its search loop, which a supernet study enters after the
-        # supernet's training: train first (start no trial), then search the rest of the budget.
-        subprocess.run([*command, "--timeout", "0"], cwd=folder, check=True, capture_output=True, text=True)
-        budget = max(0.0, budget * (1 - FINETUNE_RESERVE) - (time.time() - started))
-    subprocess.run([*command, "--timeout", str(budget)], cwd=folder, check=True, capture_output=True, text=True)
-    study = optuna.load_study(study_name="race", storage=storage)
-    trials, where = [], {}
-    for t in study.trials:
-        if t.state.name not in ("COMPLETE", "PRUNED") or t.datetime_complete is None:
-            continue
-        durations = t.user_attrs.get("durations", {})
-        where[t.number] = len(trials)
-        trials.append(
-            {
-                "end_s": t.datetime_complete.timestamp() - started,
-                "accuracy": t.values[0] if t.values else None,
-                "throughput": t.values[1] if t.values else None,
-                "inside_s": durations.get("measure", 0.0) + durations.get("train", 0.0),
-                "stopped": bool(t.user_attrs.get("early_stopped") or t.user_attrs.get("screened")),
-                "params": t.params,
-            }
-        )
-    if supernet:
-        trials += finetuned_entries(study, trials, where, started)
-    return trials
-
-
-def finetuned_entries(
-    study: Any, trials: list[dict[str, Any]], where: dict[int, int], started: float
-) -> list[dict[str, Any]]:
-    """A supernet study's fine-tuned front subnets, each as an entry that `replaces` its trial's
-    inherited one from the time the fine-tuning ended (the study records when its last subnet
-    finished; every one counts from then, which is late for the first ones, never early)."""
-    from nas.search.records import StudyAttr
-
-    record = study.user_attrs.get(StudyAttr.FINETUNED)
-    if not record:
-        return []
-    # The record's time is to the second, cut down: one second more is never early.
-    ended = dt.datetime.fromisoformat(record["finetuned_at"]).timestamp() + 1.0 - started
-    entries = []
-    for number, figures in record["trials"].items():
-        inherited = trials[where[int(number)]]
-        entries.append(
-            inherited
-            | {
-                "end_s": ended,
-                "accuracy": figures["accuracy"],
-                "inside_s": figures["seconds"],
-                "replaces": where[int(number)],
-            }
-        )
-    return entries
-
-
-def run_keras_tool(name: str, seed: int, budget: float, epochs: int | None, folder: Path) -> list[dict[str, Any]]:
-    """KerasTuner or Optuna driving model.fit on the preset's data (nas' loader: the same split)."""
-    import keras
-
-    from nas.search.data import load_dataset
-    from nas.search.space import load_space
-
-    space = load_space("mobilenet")
-    data = load_dataset(space.spec.dataset)
-    epochs = epochs or space.spec.training.epochs
-    shape, classes = data.x_train.shape[1:], data.num_classes
-    started, deadline = time.time(), time.monotonic() + budget
-    trials: list[dict[str, Any]] = []
-
-    def train_and_time(values: dict[str, Any], model: Any, **fit: Any) -> tuple[float, float]:
-        t0 = time.perf_counter()
-        fit.setdefault("epochs", epochs)
-        history = model.fit(
-            data.x_train,
-            data.y_train,
-            batch_size=values["batch_size"],
-            validation_data=(data.x_val, data.y_val),
-            verbose=0,
-            **fit,
-        )
-        accuracy = float(history.history["val_accuracy"][-1])
-        throughput = timing_loop(model, data.x_val)
-        trials.append(
-            {
-                "end_s": time.time() - started,
-                "accuracy": accuracy,
-                "throughput": throughput,
-                "inside_s": time.perf_counter() - t0,
-                "stopped": fit["epochs"] < epochs,  # a Hyperband trial trained on a short budget
-                "params": values,
-            }
-        )
-        return accuracy, throughput
-
-    if name == "Optuna TPE":
-        import optuna
-
-        def objective(trial: optuna.Trial) -> tuple[float, float]:
-            def ask(kind: str, key: str, *domain: Any) -> Any:
-                if kind == "choice":
-                    return trial.suggest_categorical(key, domain[0])
-                if kind == "int":
-                    return trial.suggest_int(key, domain[0], domain[1])
-                return trial.suggest_float(key, domain[0], domain[1], log=domain[2])
-
-            values = suggest(ask)
-            keras.utils.set_random_seed(seed + trial.number)
-            return train_and_time(values, keras_mobilenet(values, shape, classes))
-
-        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
-        study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
-        study.optimize(objective, timeout=budget)
-        return trials
-
-    import keras_tuner as kt
-
-    class BudgetReached(kt.errors.FatalError):  # type: ignore[misc]
-        """KerasTuner ends a search early only on a fatal error."""
-
-    class MobileNetHyperModel(kt.HyperModel):  # type: ignore[misc]
-        def build(self, hp: Any) -> Any:
-            def ask(kind: str, key: str, *domain: Any) -> Any:
-                if kind == "choice":
-                    return hp.Choice(key, domain[0])
-                if kind == "int":
-                    return hp.Int(key, domain[0], domain[1])
-                return hp.Float(key, domain[0], domain[1], sampling="log" if domain[2] else "linear")
-
-            self.values = suggest(ask)
-            return keras_mobilenet(self.values, shape, classes)
-
-        def fit(self, hp: Any, model: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
-            # The first trial always runs, as nas' and Optuna's do (their clocks start with their
-            # search loops, which ask for a trial at once): here the tuner's set-up and first build
-            # come first and can outlast a short budget on loaded cores, leaving no front.
-            if trials and time.monotonic() >= deadline:
-                raise BudgetReached("time budget reached")
-            # KerasTuner's callbacks (it saves the model every epoch when, as here, the
-            # objective is computed after fit) and, under Hyperband, the epochs of the bracket.
-            fit = {k: v for k, v in kwargs.items() if k in ("callbacks", "epochs", "initial_epoch")}
-            accuracy, throughput = train_and_time(self.values, model, **fit)
-            return {"score": accuracy + SCORE_WEIGHT * math.log10(throughput), "val_accuracy": accuracy}
-
-    common = {
-        "objective": kt.Objective("score", "max"),
-        "seed": seed + 1,  # KerasTuner takes a seed of 0 for none (`seed or random.randint(...)`)
-        "overwrite": True,
-        "directory": str(folder),
-        "project_name": "kt",
-    }
-    if name == "KerasTuner Hyperband":
-        # KerasTuner's advice: hyperband_iterations "as high a value as is within your resource
-        # budget"; its default (1) ends the search after one pass of the brackets (10 trials,
-        # under 3 minutes here), so it would leave most of the budget unused.
-        tuner = kt.Hyperband(MobileNetHyperModel(), max_epochs=epochs, factor=3, hyperband_iterations=1000, **common)
-    else:
-        tuner = kt.BayesianOptimization(MobileNetHyperModel(), max_trials=100_000, **common)
-    try:
-        tuner.search(verbose=0)
-    except BudgetReached:
-        pass
-    except RuntimeError as exc:  # KerasTuner re-raises a fatal error from fit wrapped on some paths
-        if "time budget reached" not in str(exc):
-            raise
-    return trials
+CONTENDERS = tuple(RUNNERS)  # names, in the order their kept runs are numbered
 
 
 def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path, quick: bool) -> None:
@@ -378,12 +64,7 @@ def run_one(name: str, seed: int, budget: float, epochs: int | None, out: Path, 
     runtime.set_debug(False)
     folder = out.parent / f"{CONTENDERS.index(name)}-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
-    if name.startswith("nas"):
-        trials = run_nas(name, seed, budget, epochs, folder, quick)
-    else:
-        runtime.import_tensorflow()
-        trials = run_keras_tool(name, seed, budget, epochs, folder)
-    out.write_text(json.dumps(trials))
+    out.write_text(json.dumps(RUNNERS[name](name, seed, budget, epochs, folder, quick)))
 
 
 # --- afterwards: one protocol for every front -----------------------------------------------
@@ -453,33 +134,23 @@ def remeasure(fronts_file: Path, out: Path, quick: bool) -> None:
 
 
 def hypervolume(points: list[tuple[float, float]]) -> float:
-    from nas.search.results import hypervolume_2d
-
-    return hypervolume_2d([[a, math.log10(max(t, 1e-9))] for a, t in points], list(REFERENCE))
+    """Of (accuracy, images/s) points, above the race's reference (0, log10 1000)."""
+    return scoring.front_hypervolume(points)
 
 
 def _idle_gaps(trials: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(seconds outside training and measuring, seconds) of each gap between two trial ends
-    (fine-tuning, after the last trial, is not a trial's overhead)."""
-    ordered = sorted((t for t in trials if "replaces" not in t), key=lambda t: t["end_s"])
-    return [
-        (max(0.0, (b["end_s"] - a["end_s"]) - b["inside_s"]), b["end_s"] - a["end_s"])
-        for a, b in itertools.pairwise(ordered)
-        if b["end_s"] > a["end_s"]
-    ]
+    # Fine-tuning, after the last trial, is not a trial's overhead.
+    return scoring.idle_gaps((t["end_s"], t["inside_s"]) for t in trials if "replaces" not in t)
 
 
 def overhead(trials: list[dict[str, Any]]) -> float:
     """Median share of a trial's wall time spent outside training and measuring."""
-    shares = [idle / gap for idle, gap in _idle_gaps(trials)]
-    return statistics.median(shares) if shares else float("nan")
+    return scoring.overhead_share(_idle_gaps(trials))
 
 
 def overhead_s(trials: list[dict[str, Any]]) -> float:
-    """Median seconds per trial outside training and measuring: unlike the share, not lowered
-    by a tool whose training itself is slower."""
-    idle = [idle for idle, _ in _idle_gaps(trials)]
-    return statistics.median(idle) if idle else float("nan")
+    """Median seconds per trial outside training and measuring."""
+    return scoring.overhead_seconds(_idle_gaps(trials))
 
 
 def curve_figures(trials: list[dict[str, Any]], front: list[dict[str, Any]], figures: list[float]) -> dict[int, float]:
@@ -591,28 +262,6 @@ def kept_run(path: Path, budget: float, epochs: int | None) -> dict[str, Any] | 
     return dict(kept)
 
 
-def machine() -> str:
-    """Architecture, usable cores and processor: kept runs made on another machine show it (a
-    2-core AVX2-only EPYC spent 2.3-4x as long per trial as the machine of seeds 0 and 1)."""
-    model, vector = "unknown processor", "no AVX-512"
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        cpuinfo = ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            model = value.strip()
-        elif key.strip() == "flags":
-            vector = "AVX-512" if "avx512f" in value.split() else "AVX2" if "avx2" in value.split() else vector
-    return f"{platform.machine()}, {len(os.sched_getaffinity(0))} usable cores, {model}, {vector}"
-
-
-def commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-    return result.stdout.strip() or "unknown"
-
-
 def main() -> None:
     # Every search here starts cold, as a new user's does: a device profile would skip measuring the device.
     os.environ.pop("NAS_DEVICE_PROFILE", None)
@@ -678,13 +327,13 @@ def main() -> None:
                     sys.exit(2)
                 if kept is None:
                     result = work / f"trials-{CONTENDERS.index(name)}-{seed}.json"
-                    command = [sys.executable, __file__, "--run-one", name, "--seed", str(seed)]
+                    command = ["--run-one", name, "--seed", str(seed)]
                     command += ["--budget", str(args.budget), "--result", str(result)]
                     command += ["--epochs", str(args.epochs)] if args.epochs else []
                     command += ["--quick"] if args.quick else []
-                    subprocess.run(command, check=True, cwd=work)
+                    run_module("race", command, work)
                     kept = {"contender": name, "seed": seed, "budget_s": args.budget, "epochs": args.epochs}
-                    kept |= {"commit": commit(), "date": dt.date.today().isoformat(), "machine": machine()}
+                    kept |= {"commit": stamps.commit(), "date": stamps.today(), "machine": stamps.machine()}
                     kept["trials"] = json.loads(result.read_text())
                     path.write_text(json.dumps(kept))
                     how = "ran"
@@ -701,28 +350,28 @@ def main() -> None:
         ]
         (work / "fronts.json").write_text(json.dumps(fronts))
         figures_file = work / "remeasured.json"
-        command = [sys.executable, __file__, "--remeasure", str(work / "fronts.json"), "--result", str(figures_file)]
+        command = ["--remeasure", str(work / "fronts.json"), "--result", str(figures_file)]
         command += ["--quick"] if args.quick else []
-        subprocess.run(command, check=True, cwd=work)
+        run_module("race", command, work)
         figures = json.loads(figures_file.read_text())
     for entry, figure in zip(fronts, figures, strict=True):
         entry["remeasured"] = figure
     report = {
-        "command": "python benchmarks/race.py"
+        "command": "python -m benchmarks.race"
         + (" --quick" if args.quick else f" --seeds {args.seeds}")
         + (f" --budget {args.budget:g}" if not args.quick or args.budget != 20.0 else "")
         + (f" --epochs {args.epochs}" if args.epochs and not (args.quick and args.epochs == 2) else "")
         + (f" --runs {args.runs}" if args.runs else "")
         + (f" --contenders '{args.contenders}'" if args.contenders else ""),
-        "commit": commit(),
-        # to the minute, UTC: the replay charges each tool the newest race's overhead, and two
-        # races of one day must still be ordered (a date alone sorts before its own day's times)
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
-        "machine": machine(),
+        "commit": stamps.commit(),
+        # to the minute: the replay charges each tool the newest race's overhead, and two races
+        # of one day must still be ordered (a date alone sorts before its own day's times)
+        "date": stamps.now(),
+        "machine": stamps.machine(),
         "budget_s": args.budget,
         "seeds": args.seeds,
         "epochs": args.epochs,
-        "reference_point": list(REFERENCE),
+        "reference_point": list(scoring.REFERENCE),
         "total_s": round(time.perf_counter() - started, 1),
         "run_provenance": provenance,  # each run's commit and date (kept runs may be older)
         "fronts": fronts,
@@ -735,7 +384,7 @@ def summarise_again(path: Path, out: Path | None, plot_path: Path | None) -> Non
     """The summary, table and plot of a written report, from its runs and re-measured fronts
     (no measuring: for a summary that changed after the race ran)."""
     report = json.loads(path.read_text())
-    report["summarised_again"] = {"commit": commit(), "date": dt.date.today().isoformat()}
+    report["summarised_again"] = {"commit": stamps.commit(), "date": stamps.today()}
     finish(report, out, plot_path)
 
 

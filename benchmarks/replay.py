@@ -3,7 +3,7 @@ time: nothing is trained or timed, every figure comes from the table, and the cl
 by what the table says each step cost, so one method on one seed takes a fraction of a second
 and differences between methods can be measured over many seeds.
 
-    python benchmarks/replay.py [--table FILE] [--seeds 30] [--workers 1,4] [--budget 600]
+    python -m benchmarks.replay [--table FILE] [--seeds 30] [--workers 1,4] [--budget 600]
                                 [--contenders a,b,...] [--out FILE]
 
 nas contenders run nas' own trial code (engine/trial.py's TrialRunner: sampling, screening,
@@ -24,85 +24,28 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import json
 import math
 import multiprocessing
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, when loaded by path
-
-import gp_fast
-import race
-import table as tables
-
+from benchmarks import gp_fast, scoring
+from benchmarks import table as tables
+from benchmarks.overheads import overhead_sources, overheads
+from benchmarks.simclock import ClockedEvaluation, SimClock
 from nas.search.engine.samplers import worker_sampler
 from nas.search.engine.trial import TrialRunner
 from nas.search.space import SearchSpace, space_from_dict
-
-HERE = Path(__file__).resolve().parent
-RACES = tuple(sorted(HERE.glob("race*.json")))  # every race report; per tool, the newest figure counts
-
-
-class SimClock:
-    """Simulated time for workers that are threads: a worker that spends time waits until no
-    other worker is earlier, so exactly one runs at a time, always the earliest (ties go to
-    the lower index), and a replay is deterministic."""
-
-    def __init__(self, workers: int) -> None:
-        self.cond = threading.Condition()
-        self.times = {w: 0.0 for w in range(workers)}
-        self.local = threading.local()
-
-    @property
-    def worker(self) -> int:
-        return int(self.local.worker)
-
-    def now(self) -> float:
-        return self.times[self.worker]
-
-    def _turn(self) -> int:
-        return min(self.times, key=lambda w: (self.times[w], w))
-
-    def enter(self, worker: int) -> None:
-        self.local.worker = worker
-        with self.cond:
-            self.cond.wait_for(lambda: self._turn() == worker)
-
-    def advance(self, seconds: float) -> None:
-        me = self.worker
-        with self.cond:
-            self.times[me] += seconds
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: self._turn() == me)
-
-    def leave(self) -> None:
-        with self.cond:
-            del self.times[self.worker]
-            self.cond.notify_all()
-
-
-class ClockedEvaluation(tables.TableEvaluation):
-    """The table's evaluation charging each worker's own simulated clock."""
-
-    def __init__(self, table: tables.Table, space: SearchSpace, clock: SimClock) -> None:
-        super().__init__(table, space)
-        self.sim = clock
-
-    def charge(self, seconds: float) -> None:
-        super().charge(seconds)
-        self.sim.advance(seconds)
 
 
 @dataclass(frozen=True)
@@ -132,31 +75,6 @@ CONTENDERS = [
     Contender("Optuna TPE", "optuna", "tpe"),
     Contender("random search", "random", "random", overhead_tool="Optuna TPE"),
 ]
-
-
-def overhead_sources(paths: Sequence[Path] = RACES) -> dict[str, dict[str, Any]]:
-    """Per tool, the newest race report that measured its per-trial overhead: its seconds,
-    file, commit and date (a tool's overhead changes with its code, so an old figure would
-    charge nas for costs it no longer has)."""
-    return dict(_overhead_sources(tuple(paths)))
-
-
-@functools.cache  # read once per process: every replay job asks, and the reports are 1 MB of JSON
-def _overhead_sources(paths: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
-    reports = [(json.loads(p.read_text()), p.name) for p in paths]
-    # ISO dates, some with a UTC time: a day's timed reports sort after that day's date-only ones
-    reports.sort(key=lambda r: r[0]["date"])  # stable: equal dates keep file order
-    found: dict[str, dict[str, Any]] = {}
-    for report, name in reports:
-        for tool, row in report["rows"].items():
-            seconds = float(row["overhead_s"])
-            found[tool] = {"seconds": seconds, "file": name, "commit": report["commit"], "date": report["date"]}
-    return found
-
-
-def overheads(paths: Sequence[Path] = RACES) -> dict[str, float]:
-    """Per-trial overhead of each tool in seconds, from the newest race that ran it."""
-    return {tool: source["seconds"] for tool, source in overhead_sources(paths).items()}
 
 
 def _space(table: tables.Table, early_stopping: dict[str, Any] | None) -> SearchSpace:
@@ -321,7 +239,7 @@ def replay_keras_tuner(
                     trained = sum(row["epoch_seconds"][first:last])
                     clock.advance(row["durations"]["build"] + row["network_measure_seconds"] + trained)
                     accuracy, throughput = row["val_accuracy"][last - 1], row["throughput"]["images_per_s"]
-                    score = accuracy + race.SCORE_WEIGHT * math.log10(throughput)
+                    score = accuracy + scoring.SCORE_WEIGHT * math.log10(throughput)
                     oracle.update_trial(trial.trial_id, {"score": score, "val_accuracy": accuracy}, step=last)
                     trial.status = kt.engine.trial.TrialStatus.COMPLETED
                     oracle.end_trial(trial)
@@ -352,21 +270,8 @@ def reference_point(table: tables.Table) -> tuple[float, float]:
     return 0.0, math.log10(0.9 * slowest)
 
 
-def hypervolume(points: list[tuple[float, float]], ref: tuple[float, float]) -> float:
-    """Area dominated by (accuracy, log10 throughput) points above `ref`, both maximised."""
-    front: list[tuple[float, float]] = []
-    for acc, thr in sorted(points, key=lambda p: (-p[0], -p[1])):
-        if acc > ref[0] and thr > ref[1] and (not front or thr > front[-1][1]):
-            front.append((acc, thr))
-    area, previous = 0.0, ref[1]
-    for acc, thr in front:
-        area += (acc - ref[0]) * (thr - previous)
-        previous = thr
-    return area
-
-
 def hv_curve(points: list[Point], ref: tuple[float, float], grid: list[float]) -> list[float]:
-    return [hypervolume([(p.accuracy, math.log10(p.throughput)) for p in points if p.end_s <= t], ref) for t in grid]
+    return [scoring.front_hypervolume([(p.accuracy, p.throughput) for p in points if p.end_s <= t], ref) for t in grid]
 
 
 def bootstrap_interval(diffs: list[float], *, rounds: int = 10_000, seed: int = 0) -> tuple[float, float]:

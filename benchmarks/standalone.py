@@ -13,19 +13,17 @@ Each finished training is written to `--out` at once, so a killed run resumes wh
 benchmarks/supernet.py reads the file (`--standalone`) and ranks its inherited accuracies
 against the mean over seeds.
 
-    python benchmarks/standalone.py --out benchmarks/standalone.json     # about 25 minutes on 2 cores
+    python -m benchmarks.standalone --out benchmarks/standalone.json     # about 25 minutes on 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import itertools
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,12 +31,9 @@ from typing import Any
 import keras
 import yaml
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import table as tables
-from supernet import best_learning_rate, mean_by_architecture, standalone
-
+from benchmarks import stamps
+from benchmarks import table as tables
+from benchmarks.supernet import best_learning_rate, mean_by_architecture, standalone
 from nas.search.data import load_dataset
 from nas.search.nets import build_plan, plan_network
 from nas.search.runtime import import_tensorflow, set_debug
@@ -104,10 +99,10 @@ def main() -> None:
     architectures = [json.loads(key) for key in standalone(table, fixed)]
     done = {(tables.config_key(r["arch"]), r["seed"]) for r in document["runs"]}
     document |= {
-        "command": f"python benchmarks/standalone.py --epochs {args.epochs} --seeds {args.seeds}",
-        "commit": tables.commit(),
-        "date": dt.date.today().isoformat(),
-        "machine": tables.machine(),
+        "command": f"python -m benchmarks.standalone --epochs {args.epochs} --seeds {args.seeds}",
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
         "epochs": args.epochs,
         "fixed": fixed,
     }

@@ -18,19 +18,17 @@ With `--standalone` (benchmarks/standalone.py's file: the same architectures tra
 scratch to the end, several seeds) the inherited accuracies are also ranked against the mean
 of those trainings, and each fine-tuned front member is set beside it.
 
-    python benchmarks/supernet.py                       # about 2 minutes on 2 cores
-    python benchmarks/supernet.py --epochs 40 --out benchmarks/supernet.json
-    python benchmarks/supernet.py --sort-channels       # channels sorted by importance once
+    python -m benchmarks.supernet                       # about 2 minutes on 2 cores
+    python -m benchmarks.supernet --epochs 40 --out benchmarks/supernet.json
+    python -m benchmarks.supernet --sort-channels       # channels sorted by importance once
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,11 +38,8 @@ import keras
 import numpy as np
 import yaml
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import table as tables
-
+from benchmarks import stamps
+from benchmarks import table as tables
 from nas.search.data import load_dataset
 from nas.search.engine.supernet import calibration_batches, evaluate
 from nas.search.results.finetune import finetune_rate, finetune_subnet
@@ -255,16 +250,16 @@ def main() -> None:
     per_subnet = statistics.median(seconds)
     top = np.argsort(inherited)[::-1][:5]
     report = {
-        "command": "python benchmarks/supernet.py"
+        "command": "python -m benchmarks.supernet"
         + (f" --epochs {args.epochs}" if args.epochs != 30 else "")
         + (f" --finetune-epochs {args.finetune_epochs}" if args.finetune_epochs != 3 else "")
         + (f" --finetune-learning-rate {args.finetune_learning_rate:g}" if args.finetune_learning_rate else "")
         + (" --sort-channels" if args.sort_channels else "")
         + (f" --standalone {args.standalone}" if args.standalone else ""),
         "sorted_channels_after_epoch": sort_epoch(args.epochs, args.sort_channels),
-        "commit": tables.commit(),
-        "date": dt.date.today().isoformat(),
-        "machine": tables.machine(),
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
         "table": {"commit": table.header.get("commit"), "rows": len(table.rows)},
         "fixed": fixed,
         "supernet_epochs": args.epochs,

@@ -3,10 +3,10 @@ trained once through nas' own trial code, with its learning curve, epoch times a
 throughput, kept in one compressed file so that searches can be replayed against it in
 simulated time (the HPO field's NAS-Bench-201 / HPOBench way; nothing here is downloaded).
 
-    python benchmarks/table.py build [--shard I/N] [--work DIR] [--limit K]
-    python benchmarks/table.py export [--work DIR] [--out FILE]
-    python benchmarks/table.py summary [--table FILE]
-    python benchmarks/table.py fidelity [--configs 20] [--seed 1] [--table FILE]
+    python -m benchmarks.table build [--shard I/N] [--work DIR] [--limit K]
+    python -m benchmarks.table export [--work DIR] [--out FILE]
+    python -m benchmarks.table summary [--table FILE]
+    python -m benchmarks.table fidelity [--configs 20] [--seed 1] [--table FILE]
 
 build: shard I of N (configurations I, I+N, I+2N... of the space's fixed order) is a nas
 study in its own SQLite file under --work; its configurations are queued on the study once
@@ -28,13 +28,10 @@ from the table, so a replay runs nas' real trial code with only the figures look
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gzip
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +44,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from benchmarks import stamps
 from nas.search.deploy import Deployed
 from nas.search.engine.evaluation import EpochCallback, TrialWork
 from nas.search.engine.events import SearchEvents, TrialReport
@@ -196,23 +194,6 @@ def table_rows(space: SearchSpace, studies: list[optuna.Study]) -> tuple[list[di
     return rows, missing
 
 
-def machine() -> str:
-    model = "unknown processor"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.machine()}, {len(os.sched_getaffinity(0))} usable cores, {model}"
-
-
-def commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-    return result.stdout.strip() or "unknown"
-
-
 def export(work: Path, out: Path, *, space_path: Path = SPACE) -> dict[str, Any]:
     space = load_space(str(space_path))
     studies = []
@@ -224,9 +205,9 @@ def export(work: Path, out: Path, *, space_path: Path = SPACE) -> dict[str, Any]
     ends = [t.datetime_complete for s in studies for t in s.get_trials(deepcopy=False) if t.datetime_complete]
     header = {
         "version": VERSION,
-        "commit": commit(),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-        "machine": machine(),
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
         "space": json.loads(space.fingerprint()),
         "document": space.document,  # the space file as parsed: a replay rebuilds the space from it
         "configurations": len(space.configurations()),

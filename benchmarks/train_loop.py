@@ -1,6 +1,6 @@
 """Graph-building and per-epoch cost of our training loop against `model.fit`, same models.
 
-    python benchmarks/train_loop.py [--models 3] [--epochs 3]
+    python -m benchmarks.train_loop [--models 3] [--epochs 3]
 
 Each model is trained once with Keras' `fit` and once with nas' loop (search/training/train.py), in
 this process, alternating, and the script prints the time to the end of the first epoch

@@ -1,6 +1,6 @@
 """Trials per hour: one worker using every core vs N workers splitting the cores.
 
-    python benchmarks/workers.py [--trials 12] [--epochs 3] [--workers 2]
+    python -m benchmarks.workers [--trials 12] [--epochs 3] [--workers 2]
 
 The same K candidates (drawn once from the `mobilenet` preset with a seeded random sampler)
 are queued in each study, so every configuration trains and measures exactly the same

@@ -1,4 +1,4 @@
-"""benchmarks/compare.py: the hypervolume it reports, and a real short run's JSON (one nas
+"""benchmarks/compare.py: the overhead it reports, and a real short run's JSON (one nas
 contender against the KerasTuner target: the script runs and writes a valid report)."""
 
 from __future__ import annotations
@@ -7,28 +7,17 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from ..helpers import REPO, benchmark_module, nas_env
+from .package import benchmark, command, environment
 
 
 def _compare() -> ModuleType:
-    return benchmark_module("compare")
-
-
-def test_hypervolume_of_known_fronts() -> None:
-    hv = _compare().hypervolume
-    assert hv([]) == 0.0
-    assert hv([(0.5, 4.0)]) == pytest.approx(0.5 * 1.0)  # reference point (0, 3)
-    # Two non-dominated points: union of two rectangles.
-    assert hv([(0.9, 3.5), (0.5, 4.0)]) == pytest.approx(0.9 * 0.5 + 0.5 * 0.5)
-    # A dominated point and one below the reference add nothing.
-    assert hv([(0.9, 3.5), (0.5, 4.0), (0.4, 3.2), (0.99, 2.0)]) == pytest.approx(0.7)
+    return benchmark("compare")
 
 
 def _idle_share(points: list[dict[str, Any]], *, count_build: bool = True) -> float:
@@ -68,12 +57,11 @@ def test_overhead_of_known_trials() -> None:
 def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
     out, png = tmp_path / "compare.json", tmp_path / "hv.png"
     result = subprocess.run(
-        [
-            *(sys.executable, str(REPO / "benchmarks" / "compare.py"), "--quick", "--budget", "5"),
-            *("--contenders", "nas (tpe)", "--out", str(out), "--plot", str(png)),
-        ],
+        command(
+            "compare", "--quick", "--budget", "5", "--contenders", "nas (tpe)", "--out", str(out), "--plot", str(png)
+        ),
         cwd=tmp_path,
-        env=nas_env(),
+        env=environment(),
         capture_output=True,
         text=True,
         timeout=1200,
@@ -96,6 +84,6 @@ def test_quick_run_writes_a_complete_report(tmp_path: Path) -> None:
 
 
 def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:
-    command = [sys.executable, str(REPO / "benchmarks" / "compare.py"), "--contenders", "nas (tpe),AutoKeras"]
-    result = subprocess.run(command, cwd=tmp_path, env=nas_env(), capture_output=True, text=True, timeout=120)
+    args = command("compare", "--contenders", "nas (tpe),AutoKeras")
+    result = subprocess.run(args, cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "unknown contenders ['AutoKeras']" in result.stderr, result.stderr

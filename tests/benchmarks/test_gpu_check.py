@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from ..helpers import REPO, nas_env
-
-SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+from .package import command, environment
 
 
 def _tensorflow_sees_a_gpu() -> bool:
@@ -26,7 +23,7 @@ def test_without_a_gpu_it_refuses(tmp_path: Path) -> None:
         pytest.skip("TensorFlow sees a GPU here")
     out = tmp_path / "check.json"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out)], env=nas_env(), capture_output=True, text=True, timeout=300
+        command("gpu_check", "--out", str(out)), env=environment(), capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 2, result.stderr
     assert "Error: TensorFlow sees no GPU here" in result.stderr
@@ -38,9 +35,9 @@ def test_cpu_mode_runs_the_measuring_parts(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
     # One network, float32 and float16: the script's paths (the skip included), not its figures;
     # bfloat16 with XLA trains and measures in tests/training/test_precision.py.
-    args = [sys.executable, str(SCRIPT), "--cpu", "--networks", "digits-small", "--out", str(out)]
+    args = command("gpu_check", "--cpu", "--networks", "digits-small", "--out", str(out))
     args += ["--precisions", "float32,mixed_float16"]
-    result = subprocess.run(args, env=nas_env(), capture_output=True, text=True, timeout=900)
+    result = subprocess.run(args, env=environment(), capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     assert [p["dtype"] for p in report["peaks"]] == ["float32", "bfloat16"]

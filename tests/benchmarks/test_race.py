@@ -1,29 +1,30 @@
 """benchmarks/race.py: its fronts, hypervolume and overhead on known trials, and a real short
 run (nas against the target, KerasTuner Hyperband) whose JSON is checked against its own
-figures. The other contenders run in the benchmark itself (`python benchmarks/race.py`)."""
+figures. The other contenders run in the benchmark itself (`python -m benchmarks.race`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from ..helpers import REPO, benchmark_module, nas_env
+from ..helpers import REPO
+from .package import benchmark, command, environment
 
 
 def _race() -> ModuleType:
-    return benchmark_module("race")
+    return benchmark("race")
 
 
 def _run_race(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(REPO / "benchmarks" / "race.py"), *args]
-    return subprocess.run(command, cwd=cwd, env=nas_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        command("race", *args), cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _trial(end: float, accuracy: float | None, throughput: float | None, inside: float = 1.0) -> dict[str, Any]:
@@ -167,6 +168,17 @@ def test_kept_runs_are_reused_only_for_the_same_budget_and_epochs(tmp_path: Path
         race.kept_run(path, 300.0, None)
     with pytest.raises(race.RunMismatch, match="not 900 s and 2"):
         race.kept_run(path, 900.0, 2)
+
+
+def test_kept_runs_are_still_named_by_their_contender_s_place() -> None:
+    """A kept run's file is named by its contender's index: the committed runs must still
+    name theirs, or a later race would reuse one contender's runs for another."""
+    race = _race()
+    kept = sorted(REPO.glob("benchmarks/race-runs*/run-*-*.json"))
+    assert kept
+    for path in kept:
+        index = int(path.name.split("-")[1])
+        assert race.CONTENDERS[index] == json.loads(path.read_text())["contender"], path
 
 
 def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:

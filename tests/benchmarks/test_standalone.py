@@ -10,11 +10,12 @@ from types import ModuleType
 
 import pytest
 
-from ..helpers import REPO, benchmark_module
+from ..helpers import REPO
+from .package import benchmark
 
 
 def _standalone() -> ModuleType:
-    return benchmark_module("standalone")
+    return benchmark("standalone")
 
 
 def _runs(order: dict[int, list[float]]) -> list[dict[str, object]]:

@@ -10,7 +10,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +23,7 @@ from nas.search.engine.trial import TrialRunner
 from nas.search.records import TrialAttr
 from nas.search.space import load_space, space_from_dict
 
-from ..helpers import REPO, benchmark_module, nas_env
+from .package import benchmark, command, environment
 
 # 2 widths x 2 kernels x 2 learning rates: 8 configurations, 4 networks, about a second each.
 MINI = """
@@ -48,7 +47,7 @@ search: {sampler: random, seed: 0}
 
 
 def _table() -> ModuleType:
-    return benchmark_module("table")
+    return benchmark("table")
 
 
 def test_the_benchmark_space_is_finite_and_holds_at_least_500_configurations() -> None:
@@ -79,10 +78,9 @@ def mini_table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     space_file, work = root / "mini.yaml", root / "work"
     space_file.write_text(MINI)
     db = table.shard_path(work, (0, 1))
-    command = [sys.executable, str(REPO / "benchmarks" / "table.py"), "build", "--space", str(space_file)]
     proc = subprocess.Popen(
-        [*command, "--work", str(work)],
-        env=nas_env(),
+        command("table", "build", "--space", str(space_file), "--work", str(work)),
+        env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -177,15 +175,14 @@ def test_a_replay_runs_the_engines_trial_code_against_the_table(mini_table: dict
 
 
 def _replay_module() -> ModuleType:
-    _table()  # replay.py imports its sibling by name
-    return benchmark_module("replay")
+    return benchmark("replay")
 
 
 def test_the_simulated_clock_runs_the_earliest_worker_alone_and_replays_exactly() -> None:
     replay = _replay_module()
 
     def run_once() -> list[tuple[int, float]]:
-        clock, log = replay.SimClock(3), []
+        clock, log = benchmark("simclock").SimClock(3), []
         steps = {0: [5.0, 1.0, 1.0], 1: [2.0, 2.0, 2.0], 2: [0.5, 9.0]}
 
         def body(worker: int) -> None:
@@ -206,12 +203,8 @@ def test_the_simulated_clock_runs_the_earliest_worker_alone_and_replays_exactly(
     assert len(log) == 8 and run_once() == log
 
 
-def test_hypervolume_and_the_paired_interval() -> None:
+def test_the_paired_interval() -> None:
     replay = _replay_module()
-    ref = (0.0, 3.0)
-    assert replay.hypervolume([], ref) == 0.0
-    assert replay.hypervolume([(0.5, 4.0)], ref) == pytest.approx(0.5)
-    assert replay.hypervolume([(0.9, 3.5), (0.5, 4.0), (0.4, 3.2)], ref) == pytest.approx(0.9 * 0.5 + 0.5 * 0.5)
     low, high = replay.bootstrap_interval([0.1, 0.12, 0.09, 0.11, 0.1] * 6)
     assert 0.09 < low < 0.104 < high < 0.12  # a steady gain of 0.104 on average: the interval excludes zero
     low, high = replay.bootstrap_interval([0.1, -0.1] * 15)
@@ -219,7 +212,7 @@ def test_hypervolume_and_the_paired_interval() -> None:
 
 
 def test_each_tool_pays_the_overhead_its_newest_race_measured(tmp_path: Path) -> None:
-    replay = _replay_module()
+    overheads = benchmark("overheads")
 
     def report(name: str, date: str, rows: dict[str, float]) -> Path:
         path = tmp_path / name
@@ -230,11 +223,11 @@ def test_each_tool_pays_the_overhead_its_newest_race_measured(tmp_path: Path) ->
     # File names sort against the dates: the date decides, not the name.
     newer = report("a_race.json", "2026-12-04", {"nas": 0.3, "KerasTuner Hyperband": 3.2})
     older = report("b_race.json", "2026-12-01", {"nas": 1.2, "Optuna TPE": 0.2, "KerasTuner Hyperband": 5.2})
-    assert replay.overheads([newer, older]) == {"nas": 0.3, "KerasTuner Hyperband": 3.2, "Optuna TPE": 0.2}
-    assert replay.overhead_sources([newer, older])["Optuna TPE"]["file"] == "b_race.json"
+    assert overheads.overheads([newer, older]) == {"nas": 0.3, "KerasTuner Hyperband": 3.2, "Optuna TPE": 0.2}
+    assert overheads.overhead_sources([newer, older])["Optuna TPE"]["file"] == "b_race.json"
     # Races stamped with their UTC time: a later one the same day wins over a date-only one.
     timed = report("0_race.json", "2026-12-04T19:10+00:00", {"nas": 0.6})
-    assert replay.overheads([timed, newer, older])["nas"] == 0.6
+    assert overheads.overheads([timed, newer, older])["nas"] == 0.6
 
 
 @pytest.mark.slow
@@ -245,7 +238,7 @@ def test_every_contender_replays_on_the_table(mini_table: dict[str, Any], worker
     (the simulated clock's own test checks how workers interleave)."""
     table, replay = _table(), _replay_module()
     tab = table.Table.load(mini_table["out"])
-    rows, cost = tab.by_key(), replay.overheads()
+    rows, cost = tab.by_key(), benchmark("overheads").overheads()
     for contender in replay.CONTENDERS:
         # Seed 0: KerasTuner reads a seed of 0 as none, so the replay must not hand it one.
         points = replay.replay(contender, tab, 0, workers, 30.0, cost)
@@ -265,7 +258,7 @@ def test_the_fast_gaussian_process_answers_as_sklearn_does_bit_for_bit() -> None
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import RBF, Matern
 
-    gp_fast = benchmark_module("gp_fast")
+    gp_fast = benchmark("gp_fast")
     rng = np.random.default_rng(0)
 
     def fitted(kernel: Any, n: int) -> Any:
