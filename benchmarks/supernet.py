@@ -10,7 +10,7 @@ stand-alone accuracies at the same knobs, the cost of each part, and the subnets
 hour (without and with measuring, the latter from nas' own trial timings in the table).
 
 Then the front of (inherited accuracy, the table's throughput) is fine-tuned as `nas search`
-fine-tunes a supernet study's front (results/finetune.py: out of the supernet, re-calibrated,
+fine-tunes a supernet study's front (engine/finetune.py: out of the supernet, re-calibrated,
 `--finetune-epochs` epochs from a tenth of the supernet's rate) and each member's inherited, fine-tuned
 and stand-alone (the table's) accuracy are reported side by side.
 
@@ -41,8 +41,8 @@ import yaml
 from benchmarks import stamps
 from benchmarks import table as tables
 from nas.search.data import load_dataset
+from nas.search.engine.finetune import finetune_rate, finetune_subnet
 from nas.search.engine.supernet import calibration_batches, evaluate
-from nas.search.results.finetune import finetune_rate, finetune_subnet
 from nas.search.runtime import import_tensorflow, set_debug
 from nas.search.space import space_from_dict
 from nas.search.space.elastic import elastic_space

@@ -279,7 +279,8 @@ class SearchSpace:
         supernet study's trials are scored by weights those settings trained."""
         # Defaults left out: a later version that adds a knob with a default does not make
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
-        data = self.spec.model_dump(mode="json", exclude={"name", "search"}, exclude_defaults=True)
+        # `final` acts after the search (nas train), like the search's own budget and sampler.
+        data = self.spec.model_dump(mode="json", exclude={"name", "search", "final"}, exclude_defaults=True)
         stride = self.spec.model.stem_stride
         if stride.fixed and "stem_stride" in data["model"]:
             # A fixed stride was a plain number before it became searchable: studies made then resume.
@@ -502,7 +503,7 @@ def _with_absolute_paths(data: dict[str, Any], base: Path, source: str) -> dict[
     if not isinstance(dataset, dict):
         return data
     fixed = dict(dataset)
-    for key in ("path", "validation_path"):
+    for key in ("path", "validation_path", "test_path"):
         value = fixed.get(key)
         if not isinstance(value, str) or not value:
             continue
