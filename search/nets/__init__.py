@@ -13,7 +13,10 @@ if TYPE_CHECKING:
     from nas.search.nets.channels import pruned_plan as pruned_plan
     from nas.search.nets.channels import transfer as transfer
     from nas.search.nets.constraints import static_constraints as static_constraints
+    from nas.search.nets.plan import BlockPlan as BlockPlan
+    from nas.search.nets.plan import ChannelGroup as ChannelGroup
     from nas.search.nets.plan import NetworkPlan as NetworkPlan
+    from nas.search.nets.plan import layer_kind as layer_kind
     from nas.search.nets.plan import make_divisible as make_divisible
     from nas.search.nets.plan import plan_network as plan_network
     from nas.search.nets.survey import condition_text as condition_text
@@ -32,7 +35,7 @@ __getattr__, __dir__ = lazy_exports(
         "build": ["build_model", "build_plan", "count_flops"],
         "channels": ["deployed_plan", "pruned_plan", "transfer"],
         "constraints": ["static_constraints"],
-        "plan": ["NetworkPlan", "make_divisible", "plan_network"],
+        "plan": ["BlockPlan", "ChannelGroup", "NetworkPlan", "layer_kind", "make_divisible", "plan_network"],
         "survey": [
             "condition_text",
             "fixed_network",
@@ -48,6 +51,8 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "BlockPlan",
+    "ChannelGroup",
     "NetworkPlan",
     "build_model",
     "build_plan",
@@ -55,6 +60,7 @@ __all__ = [
     "count_flops",
     "deployed_plan",
     "fixed_network",
+    "layer_kind",
     "layer_rows",
     "make_divisible",
     "network_summary",

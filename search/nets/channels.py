@@ -4,7 +4,8 @@ norm (Li et al. 2017), and a smaller network is built and given the kept weights
 
 Hidden channels are internal to a block (the residual path never sees them), so removing
 them changes no other layer's shape; unlike zeros in a kernel, this speeds up dense kernels
-on every device.
+on every device. Which weight axes carry a block's hidden channels is the plan's
+(BlockPlan.hidden_group), the same group the supernet slices.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nas.search.nets.plan import BlockPlan, NetworkPlan, make_divisible, plan_network
+from nas.search.nets.plan import BlockPlan, ChannelGroup, NetworkPlan, make_divisible, plan_network
 from nas.search.space import Candidate
 
 if TYPE_CHECKING:  # `nas space` commands use deployed_plan without TensorFlow
@@ -30,9 +31,11 @@ def pruned_plan(net: NetworkPlan, sparsity: float) -> NetworkPlan:
     return replace(net, blocks=tuple(cut(b) for b in net.blocks))
 
 
-def _kept(model: keras.Model, b: BlockPlan, width: int) -> np.ndarray:
-    kernel = model.get_layer(f"{b.name}_expand_conv").get_weights()[0]  # (1, 1, in, hidden)
-    scores = np.abs(kernel).sum(axis=(0, 1, 2))
+def _kept(model: keras.Model, group: ChannelGroup, width: int) -> np.ndarray:
+    """The `width` channels whose producing filters have the largest L1 norm, in order."""
+    span = group.producer
+    kernel = model.get_layer(span.layer).get_weights()[span.weight]
+    scores = np.abs(kernel).sum(axis=tuple(i for i in range(kernel.ndim) if i != span.axis))
     return np.sort(np.argsort(scores)[-width:])
 
 
@@ -40,23 +43,13 @@ def transfer(full: keras.Model, small: keras.Model, full_net: NetworkPlan, small
     """Give `small` the weights of `full`, sliced to the kept channels of each cut block."""
     sliced: dict[str, list[np.ndarray]] = {}
     for bf, bs in zip(full_net.blocks, small_net.blocks, strict=True):
-        if bf.hidden == bs.hidden:
+        group = bf.hidden_group()
+        if bf.hidden == bs.hidden or group is None:
             continue
-        idx = _kept(full, bf, bs.hidden)
-
-        def weights(suffix: str, name: str = bf.name) -> list[np.ndarray]:
-            return [np.asarray(w) for w in full.get_layer(f"{name}_{suffix}").get_weights()]
-
-        sliced[f"{bf.name}_expand_conv"] = [weights("expand_conv")[0][..., idx]]
-        sliced[f"{bf.name}_expand_bn"] = [w[idx] for w in weights("expand_bn")]
-        sliced[f"{bf.name}_dw"] = [weights("dw")[0][:, :, idx, :]]
-        sliced[f"{bf.name}_dw_bn"] = [w[idx] for w in weights("dw_bn")]
-        if bf.se_ch:
-            kernel, bias = weights("se_reduce")
-            sliced[f"{bf.name}_se_reduce"] = [kernel[:, :, idx, :], bias]
-            kernel, bias = weights("se_expand")
-            sliced[f"{bf.name}_se_expand"] = [kernel[..., idx], bias[idx]]
-        sliced[f"{bf.name}_project_conv"] = [weights("project_conv")[0][:, :, idx, :]]
+        idx = _kept(full, group, bs.hidden)
+        for span in group.spans:
+            weights = sliced.setdefault(span.layer, [np.asarray(w) for w in full.get_layer(span.layer).get_weights()])
+            weights[span.weight] = np.take(weights[span.weight], idx, axis=span.axis)
     for layer in small.layers:
         if not layer.weights:
             continue

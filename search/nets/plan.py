@@ -1,8 +1,13 @@
 """The network a Candidate describes, worked out block by block without TensorFlow.
 
-The Keras builder (model.py) lays out exactly these blocks, and params, FLOPs and size are
+The Keras builder (build.py) lays out exactly these blocks, and params, FLOPs and size are
 summed from them here. So static constraints are checked in microseconds, before any model
 exists, and `nas space show` needs no TensorFlow; tests check both sums against Keras.
+
+A plan also owns the names of its layers and its channel groups (which weight axes carry
+the same channels). The builder, the supernet, channel pruning and unstructured pruning all
+read them here, so a block's layout is spelled once. Stored weights load by these names:
+they never change.
 """
 
 from __future__ import annotations
@@ -11,6 +16,107 @@ import math
 from dataclasses import dataclass
 
 from nas.search.space import FAMILIES, Candidate
+
+# Keras' default BatchNormalization momentum (0.99) leaves the moving statistics unsettled
+# after the few hundred steps a search trial trains for (validation accuracy 0.10 was seen on
+# digits after 5 epochs; 0.96 with 0.9). The builder and the supernet's own forward pass
+# must normalize alike, so both read these.
+BN_MOMENTUM = 0.9
+BN_EPSILON = 1e-3  # Keras' default, spelled out so that the supernet's arithmetic matches it
+
+# Layers of the network outside the blocks.
+INPUT, RESIZE, POOL, HEAD_HIDDEN, DROPOUT, LOGITS = "image", "resize", "pool", "head_hidden", "dropout", "logits"
+
+
+@dataclass(frozen=True)
+class ConvBN:
+    """A convolution, its BatchNormalization and its activation (None: linear)."""
+
+    conv: str
+    bn: str
+    act: str | None
+
+    @classmethod
+    def named(cls, prefix: str, activation: str | None) -> ConvBN:
+        # The activation layer is named after its function (`stem_relu6`).
+        return cls(f"{prefix}_conv", f"{prefix}_bn", f"{prefix}_{activation}" if activation else None)
+
+    def names(self) -> tuple[str, ...]:
+        return (self.conv, self.bn) if self.act is None else (self.conv, self.bn, self.act)
+
+
+@dataclass(frozen=True)
+class BlockLayers:
+    """Every layer name a block can have; BlockPlan.layer_names says which it has."""
+
+    expand: ConvBN
+    dw: ConvBN
+    se_pool: str
+    se_reduce: str
+    se_expand: str
+    se_scale: str
+    project: ConvBN
+    drop: str
+    add: str
+
+    @classmethod
+    def of(cls, block: str, activation: str) -> BlockLayers:
+        return cls(
+            expand=ConvBN.named(f"{block}_expand", activation),
+            dw=ConvBN(f"{block}_dw", f"{block}_dw_bn", f"{block}_dw_{activation}"),
+            se_pool=f"{block}_se_pool",
+            se_reduce=f"{block}_se_reduce",
+            se_expand=f"{block}_se_expand",
+            se_scale=f"{block}_se_scale",
+            project=ConvBN.named(f"{block}_project", None),
+            drop=f"{block}_drop",
+            add=f"{block}_add",
+        )
+
+    def kernel_kinds(self) -> dict[str, str]:
+        """The layers with a kernel and their layer kind, what a space's `pruning.exclude`
+        names them by."""
+        kinds = {self.expand.conv: "expand", self.dw.conv: "depthwise", self.se_reduce: "se", self.se_expand: "se"}
+        return {**kinds, self.project.conv: "project"}
+
+
+@dataclass(frozen=True)
+class Span:
+    """One weight axis a channel group runs along: weight `weight` of layer `layer` (in
+    Keras' get_weights order; the BatchNorm's 0-3 are gamma, beta, mean, variance)."""
+
+    layer: str
+    weight: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class ChannelGroup:
+    """Channels that move together when a width is sliced, sorted or pruned: cutting one of
+    them means cutting it on every span. `producer` is the kernel that computes the channels
+    (filter pruning ranks by it, Li et al. 2017), `consumer` the kernel that reads them
+    (Once-for-All ranks by it); both are among the spans."""
+
+    name: str
+    size: int
+    spans: tuple[Span, ...]
+    producer: Span
+    consumer: Span
+
+
+def _bn_spans(layer: str) -> tuple[Span, ...]:
+    return tuple(Span(layer, i, 0) for i in range(4))
+
+
+def layer_kind(name: str) -> str:
+    """The kind of a built network's kernel layer (stem, expand, depthwise, se, project, head,
+    classifier), read back from its name: what pruning's `exclude` is matched against."""
+    # Unstructured pruning is handed a model, not its plan: the block is read from the name's
+    # first part (block names hold no "_"), the kind from that block's names.
+    if name.startswith("stem"):
+        return "stem"
+    kind = BlockLayers.of(name.split("_", 1)[0], "").kernel_kinds().get(name)
+    return kind or ("classifier" if name == LOGITS else "head")
 
 
 def make_divisible(value: float, divisor: int = 8) -> int:
@@ -44,6 +150,57 @@ class BlockPlan:
     @property
     def out_size(self) -> int:
         return math.ceil(self.in_size / self.stride)
+
+    @property
+    def layers(self) -> BlockLayers:
+        return BlockLayers.of(self.name, self.activation)
+
+    def layer_names(self) -> tuple[str, ...]:
+        """The names of the layers this block has, in the order the builder adds them."""
+        n = self.layers
+        names = [*(n.expand.names() if self.expand else ()), *n.dw.names()]
+        if self.se_ch:
+            names += [n.se_pool, n.se_reduce, n.se_expand, n.se_scale]
+        names += n.project.names()
+        if self.residual:
+            names += [n.drop, n.add] if self.drop_rate > 0 else [n.add]
+        return tuple(names)
+
+    def kernel_kinds(self) -> dict[str, str]:
+        """Each of this block's layers with a kernel, and its layer kind (pruning's `exclude`)."""
+        names = set(self.layer_names())
+        return {name: kind for name, kind in self.layers.kernel_kinds().items() if name in names}
+
+    def hidden_group(self) -> ChannelGroup | None:
+        """The expanded channels, from the expansion convolution through the depthwise one
+        (and squeeze-and-excitation) to the projection's input; None without an expansion,
+        where the hidden channels are the block's input, tied to the residual stream."""
+        if not self.expand:
+            return None
+        n = self.layers
+        consumer, producer = Span(n.project.conv, 0, 2), Span(n.expand.conv, 0, 3)
+        se = (Span(n.se_reduce, 0, 2), Span(n.se_expand, 0, 3), Span(n.se_expand, 1, 0)) if self.se_ch else ()
+        spans = (
+            consumer,
+            producer,
+            *_bn_spans(n.expand.bn),
+            Span(n.dw.conv, 0, 2),
+            *_bn_spans(n.dw.bn),
+            *se,
+        )
+        return ChannelGroup(f"{self.name}/hidden", self.hidden, spans, producer, consumer)
+
+    def se_group(self) -> ChannelGroup | None:
+        """The squeeze-and-excitation's reduced channels; None without one."""
+        if not self.se_ch:
+            return None
+        n = self.layers
+        consumer, producer = Span(n.se_expand, 0, 2), Span(n.se_reduce, 0, 3)
+        spans = (consumer, producer, Span(n.se_reduce, 1, 0))
+        return ChannelGroup(f"{self.name}/se", self.se_ch, spans, producer, consumer)
+
+    def channel_groups(self) -> tuple[ChannelGroup, ...]:
+        return tuple(g for g in (self.hidden_group(), self.se_group()) if g is not None)
 
     def params(self) -> int:
         # Convolutions have no bias before a BatchNormalization; BN holds 4 numbers per channel.
@@ -84,6 +241,42 @@ class NetworkPlan:
     @property
     def last_size(self) -> int:
         return self.blocks[-1].out_size if self.blocks else self.stem_size
+
+    @property
+    def stem(self) -> ConvBN:
+        return ConvBN.named("stem", self.activation)
+
+    @property
+    def head(self) -> ConvBN:
+        return ConvBN.named("head", self.activation)
+
+    def layer_names(self) -> tuple[str, ...]:
+        """Every layer of the built network, in the builder's order."""
+        names = [INPUT, *([RESIZE] if self.resolution != self.input_size else []), *self.stem.names()]
+        for b in self.blocks:
+            names += b.layer_names()
+        names += [*self.head.names(), POOL, *([HEAD_HIDDEN] if self.head_hidden else [])]
+        return (*names, *([DROPOUT] if self.dropout > 0 else []), LOGITS)
+
+    def kernel_kinds(self) -> dict[str, str]:
+        """Each layer with a kernel and its layer kind (pruning's `exclude`)."""
+        kinds = {self.stem.conv: "stem"}
+        for b in self.blocks:
+            kinds.update(b.kernel_kinds())
+        kinds[self.head.conv] = "head"
+        if self.head_hidden:
+            kinds[HEAD_HIDDEN] = "head"
+        return {**kinds, LOGITS: "classifier"}
+
+    def channel_groups(self) -> tuple[ChannelGroup, ...]:
+        """Every channel group whose channels can be reordered or cut without touching another
+        layer: the blocks' (BlockPlan.channel_groups) and the head's. The stem's and blocks'
+        output channels are not among them: residual connections tie them across blocks."""
+        groups = [g for b in self.blocks for g in b.channel_groups()]
+        reader = HEAD_HIDDEN if self.head_hidden else LOGITS
+        consumer, producer = Span(reader, 0, 0), Span(self.head.conv, 0, 3)
+        spans = (consumer, producer, *_bn_spans(self.head.bn))
+        return (*groups, ChannelGroup("head", self.head_ch, spans, producer, consumer))
 
     def params(self) -> int:
         """Parameter count, non-trainable BN statistics included (what Keras' count_params says)."""

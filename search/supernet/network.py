@@ -20,12 +20,9 @@ import keras
 import numpy as np
 
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.nets.build import BN_MOMENTUM
-from nas.search.nets.plan import BlockPlan
+from nas.search.nets.plan import BN_EPSILON, BN_MOMENTUM, HEAD_HIDDEN, LOGITS, RESIZE, BlockPlan, ConvBN
 from nas.search.runtime import import_tensorflow
 from nas.search.space import Candidate
-
-BN_EPSILON = 1e-3  # Keras' BatchNormalization default, which the extracted subnet uses
 
 
 @dataclass(frozen=True)
@@ -70,6 +67,11 @@ def _masks_of(largest: NetworkPlan, plan: NetworkPlan) -> dict[str, np.ndarray]:
     return out
 
 
+def _key(layer: str, weight: int) -> str:
+    """A weight's key in checkpoints and channel orders: its layer and Keras' weight index."""
+    return f"{layer}/{weight}"
+
+
 def _slots_by_weight(optimizer: Any, variables: dict[str, Any]) -> dict[str, list[Any]]:
     """The optimizer's state variables of each weight. Keras names a variable it adds for a
     weight `{weight path, "/" as "_"}_{slot}` (add_variable_from_reference's documented
@@ -98,29 +100,26 @@ class Supernet:
         self.layers: dict[str, list[Any]] = {}
         self.bn: dict[str, _BN] = {}
         net = self.plan
-        self._conv("stem_conv", (3, 3, net.channels, net.stem_ch))
-        self._bn("stem_bn", net.stem_ch)
+        self._conv_bn(net.stem, (3, 3, net.channels, net.stem_ch))
         for b in net.blocks:
+            n = b.layers
             if b.expand:
-                self._conv(f"{b.name}_expand_conv", (1, 1, b.in_ch, b.hidden))
-                self._bn(f"{b.name}_expand_bn", b.hidden)
-            self._conv(f"{b.name}_dw", (b.kernel, b.kernel, b.hidden, 1))
-            self._bn(f"{b.name}_dw_bn", b.hidden)
+                self._conv_bn(n.expand, (1, 1, b.in_ch, b.hidden))
+            self._conv(n.dw.conv, (b.kernel, b.kernel, b.hidden, 1))  # depthwise: one filter per channel
+            self._bn(n.dw.bn, b.hidden)
             if b.se_ch:
-                self._conv(f"{b.name}_se_reduce", (1, 1, b.hidden, b.se_ch), bias=True)
-                self._conv(f"{b.name}_se_expand", (1, 1, b.se_ch, b.hidden), bias=True)
-            self._conv(f"{b.name}_project_conv", (1, 1, b.hidden, b.out_ch))
-            self._bn(f"{b.name}_project_bn", b.out_ch)
+                self._conv(n.se_reduce, (1, 1, b.hidden, b.se_ch), bias=True)
+                self._conv(n.se_expand, (1, 1, b.se_ch, b.hidden), bias=True)
+            self._conv_bn(n.project, (1, 1, b.hidden, b.out_ch))
         last = net.blocks[-1].out_ch if net.blocks else net.stem_ch
-        self._conv("head_conv", (1, 1, last, net.head_ch))
-        self._bn("head_bn", net.head_ch)
+        self._conv_bn(net.head, (1, 1, last, net.head_ch))
         features = net.head_ch
         if net.head_hidden:
-            self._conv("head_hidden", (net.head_ch, net.head_hidden), bias=True)
+            self._conv(HEAD_HIDDEN, (net.head_ch, net.head_hidden), bias=True)
             features = net.head_hidden
-        self._conv("logits", (features, net.classes), bias=True)
+        self._conv(LOGITS, (features, net.classes), bias=True)
         self.resize = (
-            keras.layers.Resizing(net.resolution, net.resolution, name="resize")
+            keras.layers.Resizing(net.resolution, net.resolution, name=RESIZE)
             if net.resolution != net.input_size
             else None
         )
@@ -133,6 +132,10 @@ class Supernet:
         if bias:
             weights.append(keras.Variable(np.zeros(shape[-1], np.float32), name=f"{name}_bias"))
         self.layers[name] = weights
+
+    def _conv_bn(self, names: ConvBN, shape: tuple[int, ...]) -> None:
+        self._conv(names.conv, shape)
+        self._bn(names.bn, shape[-1])
 
     def _bn(self, name: str, size: int) -> None:
         ones, zeros = np.ones(size, np.float32), np.zeros(size, np.float32)
@@ -149,7 +152,7 @@ class Supernet:
         """(layer/index, variable) for every weight, in a fixed order (checkpoints)."""
         for name, weights in self.layers.items():
             for i, w in enumerate(weights):
-                yield f"{name}/{i}", w
+                yield _key(name, i), w
 
     @property
     def trainable_variables(self) -> list[Any]:
@@ -165,36 +168,14 @@ class Supernet:
     # --- channel importance ----------------------------------------------------------------
 
     def channel_orders(self) -> dict[str, list[tuple[str, int]]]:
-        """Each permutable channel group, as the (weight key, axis) pairs it spans; the first
-        pair is the group's reader, whose L1 norm per channel is the channel's importance
-        (Once-for-All's criterion). A block's hidden channels are permutable where the block
-        expands (without an expansion they are the residual stream's); its squeeze-and-
-        excitation channels and the head's always. The stem's and blocks' output channels are
-        not: residual connections tie them across blocks."""
-        groups: dict[str, list[tuple[str, int]]] = {}
-        for b in self.plan.blocks:
-            if b.expand:
-                groups[f"{b.name}/hidden"] = [
-                    (f"{b.name}_project_conv/0", 2),
-                    (f"{b.name}_expand_conv/0", 3),
-                    *((f"{b.name}_expand_bn/{i}", 0) for i in range(4)),
-                    (f"{b.name}_dw/0", 2),
-                    *((f"{b.name}_dw_bn/{i}", 0) for i in range(4)),
-                    *(
-                        [(f"{b.name}_se_reduce/0", 2), (f"{b.name}_se_expand/0", 3), (f"{b.name}_se_expand/1", 0)]
-                        if b.se_ch
-                        else []
-                    ),
-                ]
-            if b.se_ch:
-                groups[f"{b.name}/se"] = [
-                    (f"{b.name}_se_expand/0", 2),
-                    (f"{b.name}_se_reduce/0", 3),
-                    (f"{b.name}_se_reduce/1", 0),
-                ]
-        reader = "head_hidden" if self.plan.head_hidden else "logits"
-        groups["head"] = [(f"{reader}/0", 0), ("head_conv/0", 3), *((f"head_bn/{i}", 0) for i in range(4))]
-        return groups
+        """Each permutable channel group (the plan's channel groups), as the (weight key, axis)
+        pairs it spans; the first pair is the group's consumer, whose L1 norm per channel is
+        the channel's importance (Once-for-All's criterion)."""
+        orders = {}
+        for group in self.plan.channel_groups():
+            rest = [(_key(s.layer, s.weight), s.axis) for s in group.spans if s != group.consumer]
+            orders[group.name] = [(_key(group.consumer.layer, group.consumer.weight), group.consumer.axis), *rest]
+        return orders
 
     def sort_channels(self, optimizer: Any | None = None) -> dict[str, np.ndarray]:
         """Reorder every permutable channel group most important first, so that a subnet's
@@ -237,30 +218,32 @@ class Supernet:
             mean, variance = bn.mean, bn.variance
         return (x - mean) * tf.math.rsqrt(variance + BN_EPSILON) * bn.gamma + bn.beta
 
-    def _conv2d(self, name: str, x: Any, stride: int = 1) -> Any:
-        return self.tf.nn.conv2d(x, self.layers[name][0], strides=stride, padding="SAME")
+    def _conv_norm(self, names: ConvBN, x: Any, training: bool, stride: int = 1) -> Any:
+        x = self.tf.nn.conv2d(x, self.layers[names.conv][0], strides=stride, padding="SAME")
+        return self._norm(names.bn, x, training)
 
     def _block(self, b: BlockPlan, x: Any, m: dict[str, Any], training: bool) -> Any:
         tf, net = self.tf, self.plan
         act = keras.activations.get(b.activation)
+        n = b.layers
         hidden = m[f"{b.name}/hidden"]
         h = x
         if b.expand:
-            h = act(self._norm(f"{b.name}_expand_bn", self._conv2d(f"{b.name}_expand_conv", h), training)) * hidden
-        kernel = self.layers[f"{b.name}_dw"][0] * m[f"{b.name}/kernel"]
+            h = act(self._conv_norm(n.expand, h, training)) * hidden
+        kernel = self.layers[n.dw.conv][0] * m[f"{b.name}/kernel"]
         h = tf.nn.depthwise_conv2d(h, kernel, strides=[1, b.stride, b.stride, 1], padding="SAME")
-        h = act(self._norm(f"{b.name}_dw_bn", h, training)) * hidden
+        h = act(self._norm(n.dw.bn, h, training)) * hidden
         if b.se_ch:
             assert net.gate is not None
             squeeze_act = keras.activations.get(net.se_activation or b.activation)
-            reduce_k, reduce_b = self.layers[f"{b.name}_se_reduce"]
-            expand_k, expand_b = self.layers[f"{b.name}_se_expand"]
+            reduce_k, reduce_b = self.layers[n.se_reduce]
+            expand_k, expand_b = self.layers[n.se_expand]
             s = tf.reduce_mean(h, axis=[1, 2], keepdims=True)
             s = squeeze_act(tf.nn.conv2d(s, reduce_k, 1, "SAME") + reduce_b) * m[f"{b.name}/se"]
             gate = keras.activations.get(net.gate)(tf.nn.conv2d(s, expand_k, 1, "SAME") + expand_b)
             on = m[f"{b.name}/se_on"]
             h = h * (on * gate + (1.0 - on))
-        h = self._norm(f"{b.name}_project_bn", self._conv2d(f"{b.name}_project_conv", h), training) * m[f"{b.name}/out"]
+        h = self._conv_norm(n.project, h, training) * m[f"{b.name}/out"]
         if b.stride == 1:
             # A residual connection wherever some subnet has one (the same width in and out).
             shortcut = x[..., : b.out_ch]
@@ -278,15 +261,15 @@ class Supernet:
         act = keras.activations.get(net.activation)
         if self.resize is not None:
             x = self.resize(x)
-        x = act(self._norm("stem_bn", self._conv2d("stem_conv", x, net.stem_stride), training)) * m["stem"]
+        x = act(self._conv_norm(net.stem, x, training, net.stem_stride)) * m["stem"]
         for b in net.blocks:
             x = self._block(b, x, m, training)
-        x = act(self._norm("head_bn", self._conv2d("head_conv", x), training)) * m["head"]
+        x = act(self._conv_norm(net.head, x, training)) * m["head"]
         x = tf.reduce_mean(x, axis=[1, 2])
         if net.head_hidden:
-            kernel, bias = self.layers["head_hidden"]
+            kernel, bias = self.layers[HEAD_HIDDEN]
             x = act(tf.matmul(x, kernel) + bias)
         if training and net.dropout > 0:
             x = tf.nn.dropout(x, rate=net.dropout)
-        kernel, bias = self.layers["logits"]
+        kernel, bias = self.layers[LOGITS]
         return tf.nn.softmax(tf.cast(tf.matmul(x, kernel) + bias, tf.float32))

@@ -15,28 +15,14 @@ from typing import Any
 import keras
 import numpy as np
 
+from nas.search.nets import layer_kind
 from nas.search.runtime import import_tensorflow
 from nas.search.space import PruningSpec
 
 
-def layer_kind(name: str) -> str:
-    """The builder's layer names say what each layer is (model.py)."""
-    if name.startswith("stem"):
-        return "stem"
-    if name.endswith("_dw"):
-        return "depthwise"
-    if "_se_" in name:
-        return "se"
-    if name.endswith("_expand_conv"):
-        return "expand"
-    if name.endswith("_project_conv"):
-        return "project"
-    if name == "logits":
-        return "classifier"
-    return "head"
-
-
 def prunable_kernels(model: keras.Model, exclude: list[str]) -> list[tuple[str, Any]]:
+    """The kernels of `model` whose layer kind (the plan's, read from the layer's name) is not
+    in `exclude`."""
     out = []
     for layer in model.layers:
         if not isinstance(layer, keras.layers.DepthwiseConv2D | keras.layers.Conv2D | keras.layers.Dense):
