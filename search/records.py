@@ -31,6 +31,10 @@ class StudyAttr(StrEnum):
     # The supernet front's subnets fine-tuned after the search: per trial number the accuracy
     # inherited and fine-tuned, with the epochs and learning rate that took
     FINETUNED = "finetuned"
+    # `nas train`: the chosen trials trained again with the space's `final:` recipe; per trial
+    # number the recipe, its training curve, the test accuracy (Keras and deployed), the
+    # throughput measured again, and the kept model's file and hash
+    FINAL = "final"
 
 
 class TrialAttr(StrEnum):

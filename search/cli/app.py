@@ -255,9 +255,11 @@ def _add_subcommands() -> None:
     from nas.search.cli.finetune import finetune
     from nas.search.cli.report import report
     from nas.search.cli.space import space_app
+    from nas.search.cli.train import train
     from nas.search.cli.worker import worker
 
     app.command()(worker)
+    app.command()(train)
     app.command()(export)
     app.command()(finetune)
     app.command()(report)

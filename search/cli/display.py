@@ -40,6 +40,29 @@ class ConsoleEvents(SearchEvents):
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+class StepView(ConsoleEvents):
+    """A step after the search (`nas train`): its lines as they come, and its progress (the
+    running training's epoch) redrawn in place on a terminal, one line each in a log."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console)
+        self.status = Text("")
+        self.live = Live(self.status, console=console, refresh_per_second=4, transient=True)
+
+    def phase(self, text: str) -> None:
+        if not self.console.is_terminal:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+            return
+        self.status.plain = text
+        if not self.live.is_started:
+            self.live.start()
+        self.live.refresh()
+
+    def stop(self) -> None:
+        if self.live.is_started:
+            self.live.stop()
+
+
 class LiveSearchView(SearchEvents):
     """Progress bar (trial k of N), the running trial's phase, Pareto size, elapsed time.
 

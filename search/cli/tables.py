@@ -118,11 +118,12 @@ def _wide_cells(r: dict[str, Any], objectives: list[str]) -> list[str]:
     confirmed = r.get("confirmed_throughput")
     again = _interval(r.get("confirmed_low"), r.get("confirmed_high"))
     latency = f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-"
-    tuned = r.get("finetuned_accuracy")
+    tuned, tested = r.get("finetuned_accuracy"), r.get("test_accuracy")
     return [
         str(r["trial"]),
         *(format_objective(name, r.get(name)) for name in objectives),
         "-" if tuned is None else format_objective("accuracy", tuned),
+        "-" if tested is None else format_objective("accuracy", tested),
         _interval(r.get("throughput_low"), r.get("throughput_high")),
         "-" if confirmed is None else f"{confirmed:,.0f} ({again})",
         f"{r['params']:,}" if r.get("params") is not None else "-",
@@ -136,6 +137,7 @@ def _wide_cells(r: dict[str, Any], objectives: list[str]) -> list[str]:
 
 WIDE_HEADERS = (
     "fine-tuned",
+    "test (final)",
     "95% interval",
     "confirmed",
     "params",
@@ -167,6 +169,9 @@ def pareto_columns(records: list[dict[str, Any]], objectives: list[str], *, wide
         if name == "accuracy" and any(r.get("finetuned_accuracy") is not None for r in records):
             tuned = [r.get("finetuned_accuracy") for r in records]
             columns.append(Column("fine-tuned", ["-" if a is None else format_objective(name, a) for a in tuned]))
+        if name == "accuracy" and any(r.get("test_accuracy") is not None for r in records):
+            tested = [r.get("test_accuracy") for r in records]
+            columns.append(Column("test", ["-" if a is None else format_objective(name, a) for a in tested]))
     if any(r.get("confirmed_throughput") is not None for r in records):
         cells = [
             _plus_minus(r.get("confirmed_throughput"), r.get("confirmed_low"), r.get("confirmed_high")) for r in records
@@ -184,7 +189,8 @@ PARETO_LEGEND_WIDE = (
     "95% interval: of the throughput measured during the search. ≈ N: the throughput intervals overlap, "
     "the measurement cannot order these trials. within noise: beaten by another trial's median only, not "
     "beyond the interval. confirmed: measured again together after the search (nas pareto STUDY --confirm). "
-    "fine-tuned: a supernet study's accuracy after fine-tuning from the inherited weights (accuracy: inherited)."
+    "fine-tuned: a supernet study's accuracy after fine-tuning from the inherited weights (accuracy: inherited). "
+    "test (final): accuracy on the test set after `nas train` (the search's accuracy is on validation data)."
 )
 
 

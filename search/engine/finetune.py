@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import deploy
+from nas.search.engine.final import Start
 from nas.search.engine.front import finetuned, objective_names
 from nas.search.engine.study import JoinedStudy
 from nas.search.engine.supernet import calibration_batches, checkpoint_path
@@ -193,3 +194,23 @@ def _keep(store: WeightStore | None, study: str, number: int, model: keras.Model
         say(f"Warning: fine-tuned weights of trial {number} not saved: {exc}")
         return False
     return True
+
+
+def inherited_start(joined: JoinedStudy, data: Dataset) -> Start:
+    """`nas train` on a supernet study: each subnet starts from its inherited weights,
+    re-calibrated as its trial's were, at a tenth of the rate its trial trained with."""
+    space, options = joined.space, joined.options
+    name = joined.study.study_name
+    path = checkpoint_path(options.storage, options.artifacts, name)
+    supernet = _trained_supernet(joined.study, space, data, path, options.seed)
+    calibration = calibration_batches(
+        data, supernet.candidate.batch_size, space.spec.search.supernet.calibration_batches
+    )
+
+    def model(candidate: Candidate, seed: int) -> keras.Model:
+        keras.utils.set_random_seed(seed)
+        subnet = extract(supernet, candidate)
+        recalibrate(subnet, calibration)
+        return subnet
+
+    return Start("inherited", model, lambda rate: finetune_rate(rate, None))

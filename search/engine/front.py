@@ -68,3 +68,9 @@ def confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:
 def finetuned(study: optuna.Study) -> dict[str, dict[str, Any]]:
     """A supernet study's fine-tuned figures by trial number (a string); empty when none."""
     return (study.user_attrs.get(StudyAttr.FINETUNED) or {}).get("trials") or {}
+
+
+def final_figures(study: optuna.Study) -> dict[str, dict[str, Any]]:
+    """`nas train`'s figures by trial number (a string): test accuracy, throughput measured
+    again, the recipe and the kept model; empty when nothing was final-trained."""
+    return (study.user_attrs.get(StudyAttr.FINAL) or {}).get("trials") or {}

@@ -29,8 +29,13 @@ def trial_plans(
     """The trial's candidate, its network as sampled, and as measured and deployed (channel
     pruning cuts it), as TrialRunner planned them."""
     candidate = space.candidate(params, num_classes=classes, channels=channels)
+    return candidate, *candidate_plans(candidate)
+
+
+def candidate_plans(candidate: Candidate) -> tuple[NetworkPlan, NetworkPlan]:
+    """A candidate's network as sampled, and as measured and deployed."""
     net_full = plan_network(candidate)
-    return candidate, net_full, deployed_plan(candidate, net_full)
+    return net_full, deployed_plan(candidate, net_full)
 
 
 def rebuild(space: SearchSpace, params: dict[str, Any], classes: int, channels: int, *, float32: bool = False) -> Any:

@@ -28,6 +28,7 @@ from nas.search.space.strategies import RULES
 if TYPE_CHECKING:
     from nas.search.data import Dataset
     from nas.search.engine.evaluation import Evaluation
+    from nas.search.engine.final import Start
     from nas.search.engine.study import JoinedStudy
     from nas.search.hardware import HardwareProfiler
     from nas.storage.weights import WeightStore
@@ -90,6 +91,21 @@ class Strategy:
         measure = space.spec.measure
         return [CONFIRM] if measure.confirm and measure.reference else []
 
+    def final_start(self, joined: JoinedStudy, data: Dataset, *, scratch: bool) -> Start:
+        """Where `nas train` starts each network: fresh weights here."""
+        from nas.search.engine.final import from_scratch
+
+        return from_scratch()
+
+    def train_final(
+        self, joined: JoinedStudy, events: SearchEvents, *, trials: list[int] | None = None, scratch: bool = False
+    ) -> dict[str, Any]:
+        """`nas train`: the front (or `trials`) trained with the space's final recipe and
+        scored on the test set (engine/final.py)."""
+        from nas.search.engine.final import train_final
+
+        return train_final(joined, events, lambda data: self.final_start(joined, data, scratch=scratch), trials=trials)
+
     def finetune(self, joined: JoinedStudy, events: SearchEvents, *, epochs: int | None = None) -> dict[str, Any]:
         raise NasError(
             f"study '{joined.study.study_name}' trained every trial's network itself; "
@@ -130,6 +146,15 @@ class SupernetStrategy(Strategy):
         # Fine-tuning first: the confirmation then measures the networks that will be exported.
         tune = [FINETUNE] if space.spec.search.supernet.finetune.epochs > 0 else []
         return tune + super().after_search(space)
+
+    def final_start(self, joined: JoinedStudy, data: Dataset, *, scratch: bool) -> Start:
+        """From the inherited weights (today's fine-tuning, with the final recipe) unless told
+        to start from scratch."""
+        if scratch:
+            return super().final_start(joined, data, scratch=True)
+        from nas.search.engine.finetune import inherited_start
+
+        return inherited_start(joined, data)
 
     def finetune(self, joined: JoinedStudy, events: SearchEvents, *, epochs: int | None = None) -> dict[str, Any]:
         from nas.search.engine.finetune import finetune_front

@@ -26,7 +26,8 @@ from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import load_existing_study
-from nas.search.engine.front import finetuned, objective_names, throughput_interval
+from nas.search.engine.final import final_model_file
+from nas.search.engine.front import final_figures, finetuned, objective_names, throughput_interval
 from nas.search.engine.stored import rebuild, study_space, trial_plans
 from nas.search.nets import build_plan
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
@@ -231,9 +232,13 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     space = study_space(study)
     chosen = _select(study, req.trials)
     store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
-    weights = {}
+    weights: dict[int, Path] = {}
+    final = final_figures(study)
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
-        weights = {t.number: _weights_file(store, req.study, t, req.artifacts) for t in chosen}
+        for t in chosen:
+            # `nas train`'s model where there is one: what the final recipe trained and the test set scored.
+            found = final_model_file(study, t.number) if str(t.number) in final else None
+            weights[t.number] = found or _weights_file(store, req.study, t, req.artifacts)
     _prepare_out(req.out)
 
     data = load_dataset(space.spec.dataset, warn=say)
@@ -245,7 +250,12 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     for t in chosen:
         tuned = tuned_figures.get(str(t.number))
         kept = "loading weights"
-        if tuned and tuned["weights_kept"]:
+        if (trained := final.get(str(t.number))) is not None:
+            epochs = trained["recipe"]["epochs"]
+            kept += (
+                f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained['test_accuracy']:.4f})"
+            )
+        elif tuned and tuned["weights_kept"]:
             kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"
         say(f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else kept}")
         if req.retrain_full:
@@ -260,6 +270,13 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     partial.write_text(json.dumps(manifest, indent=2, default=str))
     os.replace(partial, req.out / "manifest.json")
     return manifest, manifest["verdict"]
+
+
+def _final_summary(trained: dict[str, Any] | None, retrained: bool) -> dict[str, Any] | None:
+    if trained is None or retrained:
+        return None
+    keep = ("test_accuracy", "keras_test_accuracy", "throughput", "throughput_low", "throughput_high", "device")
+    return {"recipe": trained["recipe"], **{k: trained.get(k) for k in keep}}
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
@@ -311,6 +328,8 @@ def _export_one(
         "confirmed_throughput": _confirmed_throughput(study, t.number),
         # A supernet study's front: the weights kept are the fine-tuned ones (engine/finetune.py).
         "finetuned": finetuned(study).get(str(t.number)),
+        # `nas train`: the exported model is the final-trained one, scored once on the test set.
+        "final": _final_summary(final_figures(study).get(str(t.number)), req.retrain_full),
         "retrained_on_full_data": req.retrain_full,
     }
     reference = model.predict(x_val, verbose=0)

@@ -19,7 +19,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from nas.search.engine.front import confirmed, finetuned, noise_aware_front, objective_names, throughput_interval
+from nas.search.engine.front import (
+    confirmed,
+    final_figures,
+    finetuned,
+    noise_aware_front,
+    objective_names,
+    throughput_interval,
+)
 from nas.search.hardware.intervals import overlap
 from nas.search.records import TrialAttr
 
@@ -51,7 +58,7 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
     strict = {t.number for t in study.best_trials}
     front = noise_aware_front(study)
     intervals = {t.number: throughput_interval(t) for t in front}
-    measured, tuned = confirmed(study), finetuned(study)
+    measured, tuned, final = confirmed(study), finetuned(study), final_figures(study)
     records = []
     for t in front:
         record = trial_record(study, t)
@@ -65,6 +72,10 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
         record["confirmed_throughput"] = again.get("images_per_s")
         record["confirmed_low"], record["confirmed_high"] = again.get("low"), again.get("high")
         record["finetuned_accuracy"] = (tuned.get(str(t.number)) or {}).get("accuracy")
+        trained = final.get(str(t.number)) or {}  # `nas train`: the only figures that read the test set
+        record["test_accuracy"] = trained.get("test_accuracy")
+        record["final_throughput"] = trained.get("throughput")
+        record["final_epochs"] = (trained.get("recipe") or {}).get("epochs")
         records.append(record)
     first = objective_names(study)[0]
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE

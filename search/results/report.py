@@ -23,7 +23,7 @@ from optuna.visualization import plot_param_importances
 from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
-from nas.search.engine.front import noise_aware_front, objective_names, throughput_interval
+from nas.search.engine.front import final_figures, noise_aware_front, objective_names, throughput_interval
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 from nas.search.results.summaries import stopped_early_line
@@ -153,6 +153,26 @@ def pareto_figure(study: optuna.Study) -> Any:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+    final = final_figures(study)
+    if final and {x_name, y_name} == {"accuracy", "throughput"}:
+        # `nas train`: test accuracy after the final recipe at the throughput measured again.
+        tested = [(int(n), f) for n, f in sorted(final.items(), key=lambda item: int(item[0]))]
+        on_x = x_name == "throughput"
+        fig.add_trace(
+            go.Scatter(
+                x=[f["throughput"] if on_x else f["test_accuracy"] for _, f in tested],
+                y=[f["test_accuracy"] if on_x else f["throughput"] for _, f in tested],
+                mode="markers",
+                name=f"final-trained, test accuracy ({len(tested)})",
+                marker={"color": "#9467bd", "size": 10, "symbol": "star"},
+                text=[
+                    f"trial {n}: test accuracy {f['test_accuracy']:.4f} after {f['recipe']['epochs']} epochs, "
+                    f"{f['throughput']:,.0f} img/s"
+                    for n, f in tested
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
     title = "Pareto front" if len(names) > 1 else f"{y_name} by trial (best in red)"
     fig.update_layout(title=title, xaxis_title=x_name, yaxis_title=y_name, template="plotly_white")
     if x_name in LOG_OBJECTIVES:
@@ -223,6 +243,7 @@ def learning_curves_figure(study: optuna.Study) -> Any | None:
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     front = {t.number for t in study.best_trials}
     within_noise = {t.number for t in noise_aware_front(study)} - front
+    final = final_figures(study)
     rows = []
     for t in study.get_trials(deepcopy=False):
         row: dict[str, Any] = {"trial": t.number, "state": t.state.name}
@@ -237,6 +258,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 else "dominated"
             )
             row.update(zip(objective_names(study), t.values, strict=True))
+            if (trained := final.get(str(t.number))) is not None:
+                row["test accuracy (final)"] = trained["test_accuracy"]
         elif t.user_attrs.get(TrialAttr.EARLY_STOPPED):  # stopped at a rung: what was known there
             at = t.user_attrs[TrialAttr.EARLY_STOPPED]
             row["state"] = f"stopped early (rung {at['rung']}, epoch {at['epoch']})"

@@ -25,6 +25,8 @@ def train_compressed(
     pruning: PruningSpec,
     augmentation: AugmentationSpec | None,
     on_epoch: EpochCallback = lambda *_: None,
+    label_smoothing: float = 0.0,
+    warmup_epochs: int = 0,
 ) -> tuple[keras.Model, TrainResult]:
     """Train `model` (built from `net`); returns the trained model and its result.
 
@@ -33,13 +35,28 @@ def train_compressed(
     `model` and trains that for the rest."""
     if candidate.pruning != "channel" or candidate.epochs < 2:
         result = train_and_evaluate(
-            model, candidate, data, seed=seed, on_epoch=on_epoch, augmentation=augmentation, pruning=pruning
+            model,
+            candidate,
+            data,
+            seed=seed,
+            on_epoch=on_epoch,
+            augmentation=augmentation,
+            pruning=pruning,
+            label_smoothing=label_smoothing,
+            warmup_epochs=warmup_epochs,
         )
         return model, result
     first = min(candidate.epochs - 1, max(1, round(pruning.begin * candidate.epochs)))
     full = build_plan(net_full)
     early = train_and_evaluate(
-        full, replace(candidate, epochs=first), data, seed=seed, on_epoch=on_epoch, augmentation=augmentation
+        full,
+        replace(candidate, epochs=first),
+        data,
+        seed=seed,
+        on_epoch=on_epoch,
+        augmentation=augmentation,
+        label_smoothing=label_smoothing,
+        warmup_epochs=warmup_epochs,
     )
     transfer(full, model, net_full, net)
     # Continue the cosine schedule where the first phase left it.
@@ -51,6 +68,7 @@ def train_compressed(
         seed=seed + 1,
         on_epoch=lambda e, n, logs: on_epoch(first + e, candidate.epochs, logs),
         augmentation=augmentation,
+        label_smoothing=label_smoothing,
     )
     history = {k: early.history[k] + late.history[k] for k in early.history}
     return model, replace(late, history=history, seconds=early.seconds + late.seconds)

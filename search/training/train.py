@@ -22,6 +22,7 @@ from nas.errors import TrainingDiverged
 from nas.search.data import Dataset, pipeline
 from nas.search.runtime import import_tensorflow
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
+from nas.search.training.checkpoint import EpochCheckpoint
 from nas.search.training.pruning import Pruner
 
 EpochCallback = Callable[[int, int, dict[str, float]], None]
@@ -53,19 +54,27 @@ def make_augmenter(spec: AugmentationSpec, seed: int) -> keras.Sequential | None
 
 
 def make_optimizer(
-    name: str, learning_rate: float, total_steps: int, *, precision: str = "float32"
+    name: str, learning_rate: float, total_steps: int, *, precision: str = "float32", warmup_steps: int = 0
 ) -> keras.optimizers.Optimizer:
-    optimizer = _base_optimizer(name, learning_rate, total_steps)
+    optimizer = _base_optimizer(name, learning_rate, total_steps, warmup_steps)
     if precision == "mixed_float16":
         # float16 gradients underflow without loss scaling; bfloat16 has float32's range.
         return keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
 
 
-def _base_optimizer(name: str, learning_rate: float, total_steps: int) -> keras.optimizers.Optimizer:
+def _base_optimizer(
+    name: str, learning_rate: float, total_steps: int, warmup_steps: int = 0
+) -> keras.optimizers.Optimizer:
     # Cosine decay over the whole run: with only a few epochs per trial it gives clearly
-    # better final accuracy than a constant rate, for every optimizer.
-    schedule = keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=max(1, total_steps))
+    # better final accuracy than a constant rate, for every optimizer. A final training's
+    # warm-up rises linearly from 0 to the rate first (Keras' CosineDecay warm-up).
+    if warmup_steps:
+        schedule = keras.optimizers.schedules.CosineDecay(
+            0.0, decay_steps=max(1, total_steps - warmup_steps), warmup_target=learning_rate, warmup_steps=warmup_steps
+        )
+    else:
+        schedule = keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=max(1, total_steps))
     if name == "adam":
         return keras.optimizers.Adam(schedule)
     if name == "adamw":
@@ -89,10 +98,20 @@ class _Steps:
         jit_compile: bool,
         augment: keras.Sequential | None = None,
         masks: list[tuple[Any, Any]] | None = None,
+        label_smoothing: float = 0.0,
     ) -> None:
         tf = import_tensorflow()
         self.tf = tf
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction="sum")
+        sparse = keras.losses.SparseCategoricalCrossentropy(reduction="sum")
+        classes = int(model.output_shape[-1])
+        if label_smoothing:
+            smoothed = keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing, reduction="sum")
+
+            def train_loss(y: Any, probs: Any) -> Any:
+                return smoothed(tf.one_hot(y, classes, dtype=probs.dtype), probs)
+        else:
+            train_loss = sparse
+        loss_fn = sparse
         variables = model.trainable_variables
         optimizer.build(variables)
         self.loss_sum = tf.Variable(0.0, dtype=tf.float32, trainable=False)
@@ -113,7 +132,7 @@ class _Steps:
                 x = tf.cast(augment(x, training=True), x.dtype)
             with tf.GradientTape() as tape:
                 probs = model(x, training=True)
-                loss_sum = loss_fn(y, probs)
+                loss_sum = train_loss(y, probs)
                 loss = loss_sum / tf.cast(tf.shape(y)[0], loss_sum.dtype)
                 if model.losses:
                     loss += tf.add_n(model.losses)
@@ -157,39 +176,63 @@ def train_and_evaluate(
     on_epoch: EpochCallback = lambda *_: None,
     augmentation: AugmentationSpec | None = None,
     pruning: PruningSpec | None = None,
+    label_smoothing: float = 0.0,
+    warmup_epochs: int = 0,
+    checkpoint: EpochCheckpoint | None = None,
 ) -> TrainResult:
     """Train `c.epochs` epochs; with `pruning` (and c.pruning magnitude or n_m), prune on its
-    schedule and score the pruned model."""
+    schedule and score the pruned model. A final training (`nas train`) adds label smoothing,
+    a warm-up and a checkpoint per epoch (then each epoch shuffles with a seed of its own, so a
+    resumed training sees the order an uninterrupted one would). Without validation images
+    (the final recipe that trains on them) nothing is scored: accuracy and loss are NaN."""
     started = time.perf_counter()
     steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
-    optimizer = make_optimizer(c.optimizer, c.learning_rate, steps_per_epoch * c.epochs, precision=c.precision)
+    optimizer = make_optimizer(
+        c.optimizer,
+        c.learning_rate,
+        steps_per_epoch * c.epochs,
+        precision=c.precision,
+        warmup_steps=steps_per_epoch * min(warmup_epochs, c.epochs - 1),
+    )
     augment = make_augmenter(augmentation, seed) if augmentation is not None else None
     pruner = None
     if pruning is not None and c.pruning in ("magnitude", "n_m"):
+        if checkpoint is not None:
+            raise ValueError("a pruning schedule's masks are not checkpointed")
         pruner = Pruner.for_model(model, c.pruning, c.sparsity, pruning, steps_per_epoch * c.epochs)
     masks = pruner.masks() if pruner else None
-    steps = _Steps(model, optimizer, jit_compile=c.xla, augment=augment, masks=masks)
+    steps = _Steps(model, optimizer, jit_compile=c.xla, augment=augment, masks=masks, label_smoothing=label_smoothing)
     train = pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed)
-    val = pipeline(data.x_val, data.y_val, max(c.batch_size, 256), shuffle_seed=None)
+    validate = len(data.y_val) > 0
+    val = pipeline(data.x_val, data.y_val, max(c.batch_size, 256), shuffle_seed=None) if validate else None
     history: dict[str, list[float]] = {"loss": [], "accuracy": [], "val_loss": [], "val_accuracy": [], "seconds": []}
+    done = 0
+    if checkpoint is not None:
+        done, held = checkpoint.load(model, optimizer)
+        history = {key: list(held.get(key, [])) for key in history} if done else history
     epoch_seconds = []
-    for epoch in range(1, c.epochs + 1):
+    for epoch in range(done + 1, c.epochs + 1):
         t0 = time.perf_counter()
+        if checkpoint is not None:
+            train = pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed * 10_007 + epoch)
         loss, accuracy = steps.run(steps.train_step, train, pruner.after_step if pruner else None)
         epoch_seconds.append(time.perf_counter() - t0)
         if not math.isfinite(loss):
             raise TrainingDiverged(f"training loss became {loss} in epoch {epoch} of {c.epochs}")
-        val_loss, val_accuracy = steps.run(steps.eval_step, val)
+        val_loss, val_accuracy = steps.run(steps.eval_step, val) if val is not None else (math.nan, math.nan)
         figures = {"loss": loss, "accuracy": accuracy, "val_loss": val_loss, "val_accuracy": val_accuracy}
         for key, value in figures.items():
             history[key].append(value)
         # The whole epoch, validation included: what a learning curve's point cost (the
         # tabulated benchmark's clock reads it).
         history["seconds"].append(round(time.perf_counter() - t0, 4))
-        on_epoch(epoch, c.epochs, {"loss": loss, "val_accuracy": val_accuracy})
+        if checkpoint is not None:
+            checkpoint.save(epoch, model, optimizer, history)
+        on_epoch(epoch, c.epochs, {"loss": loss, "accuracy": accuracy, "val_accuracy": val_accuracy})
     if pruner is not None:
         pruner.finish()  # exact final masks, then score what will be deployed
-        history["val_loss"][-1], history["val_accuracy"][-1] = steps.run(steps.eval_step, val)
+        if val is not None:
+            history["val_loss"][-1], history["val_accuracy"][-1] = steps.run(steps.eval_step, val)
     # The final model is what a user would deploy, so its accuracy is the objective (not the
     # best epoch's).
     steady = epoch_seconds[1:] or epoch_seconds
