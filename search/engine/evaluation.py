@@ -22,7 +22,8 @@ import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from nas.search.data import Dataset
-from nas.search.deploy import Deployed, deploy
+from nas.search.deploy import Deployed
+from nas.search.engine.stored import deploy_as_trial
 from nas.search.hardware import HardwareCost, HardwareProfiler
 from nas.search.nets import NetworkPlan, build_plan
 from nas.search.records import TrialAttr
@@ -167,17 +168,9 @@ class KerasEvaluation:
 
     def deploy(self, work: TrialWork) -> Deployed:
         assert work.model is not None
-        spec, objectives = self.space.spec, self.space.spec.objectives
+        latency = "tflite_latency" in self.space.spec.objectives
         with self.profiler.lock.shared():
-            return deploy(
-                work.model,
-                work.candidate.quantization,
-                self.data,
-                convert="model_size" in objectives or "tflite_latency" in objectives,
-                latency="tflite_latency" in objectives,
-                threads=spec.compression.tflite_threads,
-                pruned=work.candidate.pruning != "none",
-            )
+            return deploy_as_trial(work.model, self.space, work.candidate, self.data, latency=latency)
 
     def save(self, work: TrialWork) -> None:
         """Keep the trained model for `nas export`; a full disk costs the weights, not the trial."""

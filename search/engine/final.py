@@ -26,10 +26,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.errors import NasError
 from nas.search.data import Dataset, load_dataset
-from nas.search.deploy import deploy
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.front import final_figures, noise_aware_front, objective_names
-from nas.search.engine.stored import candidate_plans, trial_plans
+from nas.search.engine.stored import candidate_plans, deploy_as_trial, trial_plans
 from nas.search.engine.study import JoinedStudy
 from nas.search.engine.supernet import evaluate
 from nas.search.hardware import HardwareProfiler
@@ -137,7 +136,6 @@ def _train_final(
     figures = dict(final_figures(study))
     augmentation = recipe_spec.augmentation or space.spec.dataset.augmentation
     profiler = HardwareProfiler(space.spec.measure, None)  # measured again, never read from the cache
-    objectives = space.spec.objectives
     todo = []
     for t in chosen:
         candidate, _, _ = trial_plans(space, t.params, data.num_classes, data.channels)
@@ -216,15 +214,7 @@ def _train_final(
                         warmup_epochs=recipe_spec.warmup_epochs,
                     )
                 _, keras_test = evaluate(model, test)
-                deployed = deploy(
-                    model,
-                    candidate.quantization,
-                    test,
-                    convert="model_size" in objectives or "tflite_latency" in objectives,
-                    latency=False,
-                    threads=space.spec.compression.tflite_threads,
-                    pruned=candidate.pruning != "none",
-                )
+                deployed = deploy_as_trial(model, space, candidate, test)  # scored on the test set
                 cost = profiler.measure(model, precision=candidate.precision, xla=candidate.xla)
                 model_file = folder / f"trial-{t.number}.keras"
                 partial = model_file.with_name(model_file.name + ".partial.keras")

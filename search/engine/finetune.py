@@ -29,9 +29,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
-from nas.search.deploy import deploy
 from nas.search.engine.final import Start
 from nas.search.engine.front import finetuned, objective_names
+from nas.search.engine.stored import deploy_as_trial
 from nas.search.engine.study import JoinedStudy
 from nas.search.engine.supernet import calibration_batches, checkpoint_path
 from nas.search.records import StudyAttr
@@ -129,20 +129,12 @@ def _finetune(
     if not todo:
         return figures
     say(f"Fine-tuning {len(todo)} subnets of the front from their inherited weights: {epochs_text(epochs)} each")
-    objectives = space.spec.objectives
     for t, candidate in todo:
         inherited = t.values[names.index("accuracy")]
         try:
             with precision_policy(candidate.precision):
                 model, result = finetune_subnet(supernet, candidate, calibration, data, seed=seed + t.number)
-                deployed = deploy(
-                    model,
-                    candidate.quantization,
-                    data,
-                    convert="model_size" in objectives or "tflite_latency" in objectives,
-                    latency=False,
-                    threads=space.spec.compression.tflite_threads,
-                )
+                deployed = deploy_as_trial(model, space, candidate, data)
                 kept = _keep(store, name, t.number, model, say)
         except (TrainingDiverged, ConversionError) as exc:
             # That subnet keeps its inherited weights and figure; the rest of the front goes on.

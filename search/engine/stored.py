@@ -10,6 +10,8 @@ import keras
 import optuna
 
 from nas.errors import NasError
+from nas.search.data import Dataset
+from nas.search.deploy import Deployed, deploy
 from nas.search.nets import NetworkPlan, build_plan, deployed_plan, plan_network
 from nas.search.records import StudyAttr
 from nas.search.space import Candidate, SearchSpace, space_from_dict
@@ -36,6 +38,23 @@ def candidate_plans(candidate: Candidate) -> tuple[NetworkPlan, NetworkPlan]:
     """A candidate's network as sampled, and as measured and deployed."""
     net_full = plan_network(candidate)
     return net_full, deployed_plan(candidate, net_full)
+
+
+def deploy_as_trial(
+    model: Any, space: SearchSpace, candidate: Candidate, data: Dataset, *, latency: bool = False
+) -> Deployed:
+    """`model` converted and scored on `data`'s validation images as its trial's deployed form
+    was: converted when an objective needs the file, with the candidate's quantization."""
+    objectives = space.spec.objectives
+    return deploy(
+        model,
+        candidate.quantization,
+        data,
+        convert="model_size" in objectives or "tflite_latency" in objectives,
+        latency=latency,
+        threads=space.spec.compression.tflite_threads,
+        pruned=candidate.pruning != "none",
+    )
 
 
 def rebuild(space: SearchSpace, params: dict[str, Any], classes: int, channels: int, *, float32: bool = False) -> Any:

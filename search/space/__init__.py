@@ -10,11 +10,11 @@ if TYPE_CHECKING:
     from nas.search.space.candidate import StagePlan as StagePlan
     from nas.search.space.compression_spec import PruningSpec as PruningSpec
     from nas.search.space.families import FAMILIES as FAMILIES
-    from nas.search.space.loading import SearchSpace as SearchSpace
     from nas.search.space.loading import load_space as load_space
     from nas.search.space.loading import preset_names as preset_names
     from nas.search.space.loading import space_from_dict as space_from_dict
     from nas.search.space.params import Param as Param
+    from nas.search.space.searchspace import SearchSpace as SearchSpace
     from nas.search.space.spec import AugmentationSpec as AugmentationSpec
     from nas.search.space.spec import ConstraintsSpec as ConstraintsSpec
     from nas.search.space.spec import DatasetSpec as DatasetSpec
@@ -31,7 +31,8 @@ __getattr__, __dir__ = lazy_exports(
         "candidate": ["Candidate", "StagePlan"],
         "compression_spec": ["PruningSpec"],
         "families": ["FAMILIES"],
-        "loading": ["SearchSpace", "load_space", "preset_names", "space_from_dict"],
+        "loading": ["load_space", "preset_names", "space_from_dict"],
+        "searchspace": ["SearchSpace"],
         "params": ["Param"],
         "spec": ["AugmentationSpec", "ConstraintsSpec", "DatasetSpec", "EarlyStoppingSpec", "MeasureSpec", "SpaceSpec"],
         "units": ["human", "parse_bytes", "parse_count"],

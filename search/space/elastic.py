@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from nas.errors import NasError
-from nas.search.space.loading import SearchSpace
 from nas.search.space.params import Param, shown
+from nas.search.space.searchspace import SearchSpace
 
 ELASTIC_STAGE_FIELDS = ("depth", "kernel", "expansion", "se")
 ELASTIC_GLOBALS = ("width_multiplier",)

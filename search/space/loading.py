@@ -1,32 +1,25 @@
-"""A loaded space: the flat, named parameters it samples, the Candidates they make, and
-loading a space file with one-line errors (the schema itself is in spec.py)."""
+"""Loading a space file or mapping with one-line errors: safe YAML, plain data, paths relative to
+the file, the schema's messages (the schema is spec.py; the loaded space, searchspace.py)."""
 
 from __future__ import annotations
 
 import codecs
 import datetime
-import json
 import re
-from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import optuna
 import yaml
 from pydantic import ValidationError
 
 from nas.errors import NasError
 from nas.search.space.candidate import Candidate, StagePlan
-from nas.search.space.compression_spec import COMPRESSION_DEFAULTS
-from nas.search.space.families import FAMILIES
-from nas.search.space.model_spec import GLOBAL_FIELDS, GLOBAL_OFF, STAGE_DEFAULTS, STAGE_FIELDS, sampling_order
-from nas.search.space.params import Param, short, shown
+from nas.search.space.params import short, shown
+from nas.search.space.searchspace import SearchSpace
 from nas.search.space.spec import (
-    COMPUTE_DEFAULTS,
     OBJECTIVES,
     PRECISIONS,
-    TRAINING_DEFAULTS,
     AugmentationSpec,
     ComputeSpec,
     ConstraintsSpec,
@@ -58,246 +51,6 @@ __all__ = [
     "load_space",
     "space_from_dict",
 ]
-
-
-class SearchSpace:
-    """A validated space: names its parameters and turns samples into Candidates.
-
-    Parameters have flat Optuna names: globals (`width_multiplier`, `phi`), `shared.kernel`
-    for one value used by every stage that does not set its own, `stage2.kernel` for a
-    stage's own, then training and compute ones. Conditions refer to these names.
-    """
-
-    def __init__(self, spec: SpaceSpec, source: str = "<dict>", document: dict[str, Any] | None = None) -> None:
-        self.spec = spec
-        self.source = source
-        # The mapping the space was read from: stored on the study so that `nas worker` on
-        # another machine rebuilds the same space without the file.
-        self.document = document
-        self._sources = {
-            (i, field): self._source(i, field) for i in range(len(spec.model.stages)) for field in STAGE_FIELDS
-        }
-        self._params = self._flatten()
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def stage_source(self, stage: int, field: str) -> str:
-        """The parameter a stage's field takes its value from."""
-        return self._sources[(stage, field)]
-
-    def _source(self, stage: int, field: str) -> str:
-        m = self.spec.model
-        if field in m.stages[stage].set_params():
-            return f"stage{stage}.{field}"
-        if field in m.shared.set_params():
-            return f"shared.{field}"
-        if field == "activation":
-            return "activation"
-        return f"stage{stage}.{field}"
-
-    def _flatten(self) -> dict[str, Param]:
-        m, rules = self.spec.model, FAMILIES[self.spec.model.family]
-        out: dict[str, Param] = {}
-
-        def add(scope: dict[str, Param], rename: Any) -> None:
-            for key in sampling_order(scope):
-                p = scope[key]
-                when = tuple((rename(k), allowed) for k, allowed in p.when)
-                out[rename(key)] = replace(p, when=when)
-
-        globals_ = m.global_params()
-        globals_.setdefault("resolution", Param("int", value=self.spec.dataset.image_size))
-        globals_.setdefault("activation", Param("str", value=rules.activation))
-        globals_.setdefault("drop_connect_rate", Param("float", value=rules.drop_connect_rate))
-        add({k: globals_[k] for k in GLOBAL_FIELDS}, lambda k: k)
-        if m.compound is not None:
-            out["phi"] = m.compound.phi
-        add(m.shared.set_params(), lambda k: f"shared.{k}")
-        shared = m.shared.set_params()
-        for i, stage in enumerate(m.stages):
-            own = stage.set_params()
-            scope = {
-                f: own.get(f) or Param(STAGE_FIELDS[f][0], value=STAGE_DEFAULTS[f])
-                for f in STAGE_FIELDS
-                if f in own or (f not in shared and f != "activation")
-            }
-            add(scope, lambda k, i=i: self.stage_source(i, k))
-        add(self.spec.training.params(), lambda k: k)
-        add(self.spec.compute.params(), lambda k: k)
-        pruning = self.spec.compression.pruning.params()
-        add(pruning, lambda k: f"pruning.{k}")
-        add({"quantization": self.spec.compression.quantization}, lambda k: k)
-        return out
-
-    def parameters(self) -> dict[str, Param]:
-        """Every parameter by its Optuna name, fixed ones included, in sampling order."""
-        return dict(self._params)
-
-    def searchable(self) -> dict[str, Param]:
-        return {name: p for name, p in self._params.items() if not p.fixed}
-
-    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        return {name: p.distribution() for name, p in self.searchable().items()}
-
-    def configurations(self) -> list[dict[str, Any]]:
-        """Every configuration of a finite space, as the trial parameters a sampler would
-        suggest (searchable and active ones only), in a fixed order: a parameter whose
-        conditions do not hold in a branch is left out of that branch, as in `sample`."""
-        continuous = [name for name, p in self.searchable().items() if not p.discrete]
-        if continuous:
-            raise NasError(f"{continuous[0]}: a continuous range has no finite list of values (use choice)")
-        branches: list[tuple[dict[str, Any], dict[str, Any]]] = [({}, {})]  # (all values, searchable ones)
-        for name, p in self._params.items():
-            grown = []
-            for values, params in branches:
-                if not p.active(values):
-                    grown.append((values, params))
-                elif p.fixed:
-                    grown.append(({**values, name: p.value}, params))
-                else:
-                    grown += [({**values, name: v}, {**params, name: v}) for v in p.values()]
-            branches = grown
-        return [params for _, params in branches]
-
-    def sample(self, trial: optuna.Trial, *, num_classes: int, channels: int) -> Candidate:
-        """Define-by-run: a parameter whose conditions do not hold is never suggested."""
-        values: dict[str, Any] = {}
-        for name, p in self._params.items():
-            if p.active(values):
-                values[name] = p.suggest(trial, name)
-        return self._candidate(values, num_classes=num_classes, channels=channels)
-
-    def candidate(self, params: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
-        """Rebuild the Candidate of a stored trial from its parameters."""
-        values: dict[str, Any] = {}
-        for name, p in self._params.items():
-            if not p.active(values):
-                continue
-            if p.fixed:
-                values[name] = p.value
-            elif name in params:
-                values[name] = params[name]
-            else:
-                raise NasError(f"trial parameters lack '{name}' (was the space changed?)")
-        return self._candidate(values, num_classes=num_classes, channels=channels)
-
-    def active_values(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The values of a trial's active parameters, fixed ones included."""
-        values: dict[str, Any] = {}
-        for name, p in self._params.items():
-            if p.active(values):
-                values[name] = p.value if p.fixed else params.get(name)
-        return values
-
-    def _candidate(self, v: dict[str, Any], *, num_classes: int, channels: int) -> Candidate:
-        m, t = self.spec.model, self.spec.training
-        rules = FAMILIES[m.family]
-        # An inactive parameter takes its "off" value.
-        defaults: dict[str, Any] = {
-            **GLOBAL_OFF,
-            "resolution": self.spec.dataset.image_size,
-            "stem_stride": 2,
-            "activation": rules.activation,
-            "phi": 0.0,
-            **TRAINING_DEFAULTS,
-            **COMPUTE_DEFAULTS,
-            **{f"pruning.{k}": COMPRESSION_DEFAULTS[k] for k in ("method", "sparsity")},
-            "quantization": COMPRESSION_DEFAULTS["quantization"],
-        }
-
-        def get(name: str) -> Any:
-            value = v.get(name)
-            return defaults[name] if value is None else value
-
-        activation = str(get("activation"))
-
-        def stage_value(i: int, field: str) -> Any:
-            value = v.get(self.stage_source(i, field))
-            if value is None:
-                return activation if field == "activation" else STAGE_DEFAULTS[field]
-            return value
-
-        stages = tuple(
-            StagePlan(
-                filters=int(stage_value(i, "filters")),
-                stride=int(stage_value(i, "stride")),
-                depth=int(stage_value(i, "depth")),
-                kernel=int(stage_value(i, "kernel")),
-                expansion=float(stage_value(i, "expansion")),
-                se=bool(stage_value(i, "se")),
-                se_ratio=float(stage_value(i, "se_ratio")),
-                activation=str(stage_value(i, "activation")),
-            )
-            for i in range(len(m.stages))
-        )
-        width, depth = float(get("width_multiplier")), float(get("depth_multiplier"))
-        resolution = int(get("resolution"))
-        if m.compound is not None:
-            phi = float(get("phi"))
-            depth *= m.compound.alpha**phi
-            width *= m.compound.beta**phi
-            resolution = round(resolution * m.compound.gamma**phi)
-        return Candidate(
-            num_classes=num_classes,
-            image_size=self.spec.dataset.image_size,
-            channels=channels,
-            width_multiplier=round(width, 6),
-            stem_filters=m.stem_filters,
-            stem_stride=int(get("stem_stride")),
-            head_filters=m.head_filters,
-            dropout=float(get("dropout")),
-            stages=stages,
-            epochs=t.epochs,
-            batch_size=int(get("batch_size")),
-            optimizer=str(get("optimizer")),
-            learning_rate=float(get("learning_rate")),
-            precision=str(get("precision")),
-            xla=bool(get("xla")),
-            family=m.family,
-            depth_multiplier=round(depth, 6),
-            resolution=resolution,
-            activation=activation,
-            drop_connect_rate=float(get("drop_connect_rate")),
-            head_hidden=rules.head_hidden if m.head_hidden is None else m.head_hidden,
-            pruning=str(get("pruning.method")),
-            sparsity=float(get("pruning.sparsity")),
-            quantization=str(get("quantization")),
-        )
-
-    def with_precisions(self, allowed: list[str]) -> SearchSpace:
-        """This space with only `allowed` precision policies (for a device that cannot run
-        the others)."""
-        param = Param("str", value=allowed[0]) if len(allowed) == 1 else Param("str", choices=tuple(allowed))
-        compute = self.spec.compute.model_copy(update={"precision": param})
-        return SearchSpace(self.spec.model_copy(update={"compute": compute}), self.source, self.document)
-
-    def fingerprint(self) -> str:
-        """What must not change under a running study: everything but `name` and the search's
-        budget and sampler; the strategy and the supernet's settings are in it, since a
-        supernet study's trials are scored by weights those settings trained."""
-        # Defaults left out: a later version that adds a knob with a default does not make
-        # every existing study look changed (a `trials` study's fingerprint has no `search`).
-        # `final` acts after the search (nas train), like the search's own budget and sampler.
-        data = self.spec.model_dump(mode="json", exclude={"name", "search", "final"}, exclude_defaults=True)
-        stride = self.spec.model.stem_stride
-        if stride.fixed and "stem_stride" in data["model"]:
-            # A fixed stride was a plain number before it became searchable: studies made then resume.
-            data["model"]["stem_stride"] = stride.value
-        if (search := rules_for(self.spec.search).fingerprint(self.spec.search)) is not None:
-            data["search"] = search
-        return json.dumps(_plain(data), sort_keys=True)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Param):
-        return {k: v for k, v in asdict(value).items() if v not in (None, (), False)}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 # ---- loading -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from nas.errors import NasError
 
 if TYPE_CHECKING:
-    from nas.search.space.loading import SearchSpace
+    from nas.search.space.searchspace import SearchSpace
     from nas.search.space.spec import SearchSpec
 
 DEFAULT = "trials"  # what a study stored before strategies existed was searched with

@@ -388,6 +388,8 @@ def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_
     supernet = {"epochs": 1, "calibration_batches": 2, "fixed": {"learning_rate": 0.01}, "finetune": {"epochs": 1}}
     space = _space(supernet=supernet)
     space["model"]["stages"] = space["model"]["stages"][:2]  # one trace of the sandwich step, as above
+    space["dataset"]["test_fraction"] = 0.2  # for `nas train` below
+    space["final"] = {"epochs": 1, "warmup_epochs": 0, "trials": 1}
     lines: list[str] = []
     storage = f"sqlite:///{tmp_path / 'api.db'}"
     found = nas.api.search(space, storage=storage, trials=2, on_message=lines.append)
@@ -398,6 +400,14 @@ def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_
     assert any(line.startswith("Fine-tuning") for line in lines) and any(
         line.startswith("Confirming") for line in lines
     )
+    # `nas train`, the finishing command of both strategies, starts a supernet study's networks
+    # from their inherited weights, or from scratch when told.
+    for flags, start in (((), "inherited"), (("--from-scratch",), "scratch")):
+        trained = run_cli("train", found.name, "--storage", storage, *flags, cwd=tmp_path)
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        final = optuna.load_study(study_name=found.name, storage=storage).user_attrs["final"]["trials"]
+        assert [f["recipe"]["start"] for f in final.values()] == [start]
+        assert f"from {'inherited weights' if start == 'inherited' else 'scratch'}" in trained.stderr
     # Told not to finish (a benchmark's clock), the engine stops after the trials.
     again = nas.api.search(space, storage=storage, study="unfinished", trials=1, finish=False)
     assert "finetuned" not in again.optuna.user_attrs and "confirmed" not in again.optuna.user_attrs

@@ -1,0 +1,196 @@
+"""The networks benchmarks/fashion.py sets beside nas' front: keras.applications with fresh
+weights (Fashion-MNIST resized to 32x32, the smallest input they accept) and the data set's
+published "2 Conv + pooling + BatchNorm" network (at 28x28), each trained with exactly the
+preset's final recipe in nas' own training loop, then scored once on the test set.
+
+keras.applications' BatchNormalization keeps moving statistics with momentum 0.999; a
+reference's test accuracy is scored after they are estimated again on 2,048 training images
+(as a subnet's are), and the figure with the moving statistics is kept beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from benchmarks import stamps
+from benchmarks.fashion_state import RUNS, WORK, recipe_space
+
+REFERENCE_SIZE = 32
+CALIBRATION_IMAGES = 2048
+
+# The data set's README (github.com/zalandoresearch/fashion-mnist, "Benchmark"): test accuracy.
+PUBLISHED = {
+    "2 Conv + pooling": 0.916,
+    "2 Conv + pooling + BatchNorm": 0.934,
+    "MobileNet (horizontal flips)": 0.950,
+    "ResNet18": 0.949,
+    "WRN40-4 (8.9M parameters)": 0.967,
+    "Google AutoML Vision (24 compute hours)": 0.939,
+    "human": 0.835,
+}
+PUBLISHED_SOURCE = "https://github.com/zalandoresearch/fashion-mnist#benchmark"
+
+
+def _applications(name: str) -> Callable[[], Any]:
+    """A keras.applications network with fresh weights for 32x32 grayscale input, 10 classes."""
+
+    def build() -> Any:
+        import keras
+        from keras import applications as apps
+
+        shape = (REFERENCE_SIZE, REFERENCE_SIZE, 1)
+        common = {"input_shape": shape, "weights": None, "classes": 10}
+        if name.startswith("mobilenet_v2_"):
+            return apps.MobileNetV2(alpha=float(name.rsplit("_", 1)[1]), **common)
+        if name == "mobilenet_v3_small":
+            return apps.MobileNetV3Small(include_preprocessing=False, **common)
+        if name == "mobilenet_v3_small_minimalistic":
+            return apps.MobileNetV3Small(minimalistic=True, include_preprocessing=False, **common)
+        if name == "mobilenet_v3_large_0.75":
+            return apps.MobileNetV3Large(alpha=0.75, include_preprocessing=False, **common)
+        if name == "efficientnet_b0":
+            # EfficientNet rescales its input from 0..255 inside; nas' pipeline gives 0..1.
+            inputs = keras.Input(shape)
+            net = apps.EfficientNetB0(**common)
+            return keras.Model(inputs, net(keras.layers.Rescaling(255.0)(inputs)), name="efficientnet_b0")
+        raise KeyError(name)
+
+    return build
+
+
+def _two_conv() -> Any:
+    """The data set's benchmark entry "2 Conv + pooling + BatchNorm" (0.934), written from its
+    description: two 5x5 convolutions of 32 and 64 filters, each with BatchNorm, ReLU and 2x2
+    max pooling, then a dense layer of 1,024 with dropout and the 10-way softmax."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((28, 28, 1))
+    x = inputs
+    for filters in (32, 64):
+        x = layers.Conv2D(filters, 5, padding="same", use_bias=False)(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.ReLU()(x)
+        x = layers.MaxPooling2D(2)(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(1024, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
+    return keras.Model(inputs, layers.Dense(10, activation="softmax")(x), name="two_conv_bn")
+
+
+REFERENCES: dict[str, tuple[Callable[[], Any], int]] = {
+    "mobilenet_v2_0.35": (_applications("mobilenet_v2_0.35"), REFERENCE_SIZE),
+    "mobilenet_v2_0.5": (_applications("mobilenet_v2_0.5"), REFERENCE_SIZE),
+    "mobilenet_v2_1.0": (_applications("mobilenet_v2_1.0"), REFERENCE_SIZE),
+    "mobilenet_v3_small": (_applications("mobilenet_v3_small"), REFERENCE_SIZE),
+    "mobilenet_v3_small_minimalistic": (_applications("mobilenet_v3_small_minimalistic"), REFERENCE_SIZE),
+    "mobilenet_v3_large_0.75": (_applications("mobilenet_v3_large_0.75"), REFERENCE_SIZE),
+    "efficientnet_b0": (_applications("efficientnet_b0"), REFERENCE_SIZE),
+    "two_conv_bn": (_two_conv, 28),
+}
+
+
+def reference(name: str, minutes: float) -> None:
+    """Train one reference with the preset's final recipe (nas' own training loop: the same
+    warm-up, cosine decay, label smoothing, augmentation and data), then score it once on the
+    test set. A checkpoint per epoch: a piece stopped by --minutes resumes there."""
+    from nas.search import runtime
+
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
+    import keras
+
+    from nas.search.data import load_dataset
+    from nas.search.engine.final import final_data
+    from nas.search.engine.supernet import calibration_batches, evaluate
+    from nas.search.supernet.extract import recalibrate
+    from nas.search.training.checkpoint import EpochCheckpoint
+    from nas.search.training.train import train_and_evaluate
+
+    out = WORK / "references" / f"{name}.json"
+    if out.is_file():
+        print(f"{name}: done ({out})")
+        return
+    build, size = REFERENCES[name]
+    space = recipe_space()
+    final = space.spec.final
+    dataset = space.spec.dataset.model_copy(update={"image_size": size})
+    data = load_dataset(dataset)
+    train_data, test = final_data(data, final.data)
+    candidate = replace(
+        space.candidate(_middle(space), num_classes=10, channels=1),
+        epochs=final.epochs,
+        learning_rate=float(final.learning_rate or 0.004),
+        batch_size=int(final.batch_size or 128),
+    )
+    recipe = {
+        "reference": name,
+        "epochs": candidate.epochs,
+        "warmup_epochs": final.warmup_epochs,
+        "learning_rate": candidate.learning_rate,
+        "batch_size": candidate.batch_size,
+        "optimizer": candidate.optimizer,
+        "label_smoothing": final.label_smoothing,
+        "augmentation": (final.augmentation or space.spec.dataset.augmentation).model_dump(mode="json"),
+        "data": final.data,
+        "image_size": size,
+        "seed": final.seed,
+    }
+    keras.utils.set_random_seed(final.seed)
+    model = build()
+    checkpoint = EpochCheckpoint(RUNS / "references" / f"{name}.ckpt.npz", recipe)
+    deadline = time.monotonic() + minutes * 60
+
+    def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
+        print(f"{name}: epoch {epoch}/{epochs}, loss {logs['loss']:.4f}, train accuracy {logs['accuracy']:.4f}")
+        if time.monotonic() > deadline and epoch < epochs:
+            raise TimeoutError  # the checkpoint of this epoch is written: the next piece resumes
+
+    augmentation = final.augmentation or space.spec.dataset.augmentation
+    started = time.monotonic()
+    try:
+        result = train_and_evaluate(
+            model,
+            candidate,
+            train_data,
+            seed=final.seed,
+            on_epoch=on_epoch,
+            augmentation=augmentation if augmentation.active else None,
+            label_smoothing=final.label_smoothing,
+            warmup_epochs=final.warmup_epochs,
+            checkpoint=checkpoint,
+        )
+    except TimeoutError:
+        print(f"{name}: stopped after {minutes} minutes; run the same command to resume")
+        return
+    _, moving = evaluate(model, test)
+    recalibrate(model, calibration_batches(train_data, 256, CALIBRATION_IMAGES // 256))
+    _, recalibrated = evaluate(model, test)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "name": name,
+        "params": int(model.count_params()),
+        "test_accuracy": round(recalibrated, 6),
+        "test_accuracy_moving_statistics": round(moving, 6),
+        "history": {k: [round(v, 5) for v in vs] for k, vs in result.history.items()},
+        "train_seconds_this_piece": round(time.monotonic() - started, 1),
+        "recipe": recipe,
+        "commit": stamps.commit(),
+        "machine": stamps.machine(),
+        "date": stamps.now(),
+    }
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    checkpoint.remove()
+    print(f"{name}: test accuracy {recalibrated:.4f} (moving statistics {moving:.4f}), {figures['params']:,} params")
+
+
+def _middle(space: Any) -> dict[str, Any]:
+    """Any one candidate's values: a reference takes only its training knobs (optimizer,
+    precision) from it; epochs, rate and batch come from the final recipe."""
+    from nas.search.space.elastic import default_fixed
+
+    return {name: default_fixed(param) for name, param in space.parameters().items() if param.active({})}

@@ -1,0 +1,210 @@
+"""benchmarks/fashion.py's last pieces: every network's throughput measured together by nas'
+protocol, then the table, the plot and which references nas' front dominates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks import stamps
+from benchmarks.fashion_references import PUBLISHED, PUBLISHED_SOURCE, REFERENCES
+from benchmarks.fashion_state import HERE, WORK, final_trained, progress, recipe_space, study
+
+
+def measure() -> None:
+    """Every final-trained nas network and every reference measured in one process by nas'
+    protocol (hardware/timing.measure_together: round-robin, each round between two rounds of
+    the fixed reference network, scaled by the device's baseline): the same conditions for
+    all. Throughput does not depend on the weights, so the networks are built afresh."""
+    from nas.search import runtime
+
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
+    import keras
+
+    from nas.search.engine.confirm import CONFIRM_FACTOR
+    from nas.search.engine.stored import rebuild
+    from nas.search.hardware import HardwareProfiler, describe_device
+    from nas.search.hardware.reference import reference_forward
+    from nas.search.hardware.timing import measure_together
+
+    space = recipe_space()
+    found = study()
+    final = final_trained(found)
+    by_number = {t.number: t for t in found.trials}
+    models: list[tuple[str, Any]] = []
+    for number in sorted(final, key=int):
+        models.append((f"nas trial {number}", rebuild(space, by_number[int(number)].params, 10, 1, float32=True)))
+    for name, (build, _) in REFERENCES.items():
+        keras.utils.set_random_seed(0)
+        models.append((name, build()))
+    measure_spec = space.spec.measure
+    batch = measure_spec.batch_sizes[0]
+    profiler = HardwareProfiler(measure_spec, None)
+    baseline = profiler.baseline(batch)
+    rounds = CONFIRM_FACTOR * measure_spec.rounds
+    print(f"measuring {len(models)} networks together: {rounds} rounds each at batch {batch}", flush=True)
+    figures = measure_together(
+        [(model, False) for _, model in models],
+        batch,
+        rounds=rounds,
+        round_seconds=measure_spec.round_seconds,
+        reference=reference_forward(batch, measure_spec.warmup_seconds),
+        baseline=baseline,
+        max_spread=measure_spec.max_spread,
+        warmup_seconds=measure_spec.warmup_seconds,
+    )
+    result = {
+        "command": "python -m benchmarks.fashion measure",
+        "commit": stamps.commit(),
+        "machine": stamps.machine(),
+        "device": describe_device().get("name"),
+        "date": stamps.now(),
+        "batch_size": batch,
+        "rounds": rounds,
+        "baseline_images_per_s": baseline,
+        "networks": {
+            name: {
+                "params": int(model.count_params()),
+                "images_per_s": round(f.images_per_s, 1),
+                "low": None if f.low is None else round(f.low, 1),
+                "high": None if f.high is None else round(f.high, 1),
+                "spread": round(f.spread, 4),
+                "trustworthy": f.trustworthy,
+            }
+            for (name, model), f in zip(models, figures, strict=True)
+        },
+    }
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    for name, f in result["networks"].items():
+        print(f"{name}: {f['images_per_s']:,.0f} img/s [{f['low']:,.0f}, {f['high']:,.0f}]")
+
+
+# ---- the report ------------------------------------------------------------------------------------
+
+
+def rows() -> list[dict[str, Any]]:
+    """One row per network: test accuracy (after the same final recipe) and throughput (from
+    `measure`, all together), nas' front and the references."""
+    measured = json.loads((WORK / "throughput.json").read_text())["networks"]
+    out = []
+    found = study()
+    for number, f in sorted(final_trained(found).items(), key=lambda item: int(item[0])):
+        name = f"nas trial {number}"
+        out.append({"name": name, "kind": "nas", "test_accuracy": f["test_accuracy"], **measured[name]})
+    for name in REFERENCES:
+        path = WORK / "references" / f"{name}.json"
+        if path.is_file() and name in measured:
+            f = json.loads(path.read_text())
+            out.append({"name": name, "kind": "reference", "test_accuracy": f["test_accuracy"], **measured[name]})
+    return out
+
+
+def dominated_by(reference: dict[str, Any], front: list[dict[str, Any]]) -> list[str]:
+    """The nas networks at least as accurate on the test set as `reference` and faster beyond
+    both throughput intervals (their low end above its high end)."""
+    return [
+        r["name"] for r in front if r["test_accuracy"] >= reference["test_accuracy"] and r["low"] > reference["high"]
+    ]
+
+
+def report() -> dict[str, Any]:
+    table = rows()
+    front = [r for r in table if r["kind"] == "nas"]
+    for r in table:
+        if r["kind"] == "reference":
+            r["dominated_by"] = dominated_by(r, front)
+    state = progress()
+    search_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "search")
+    train_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "train")
+    result = {
+        "command": "python -m benchmarks.fashion report",
+        "commit": stamps.commit(),
+        "date": stamps.now(),
+        "networks": table,
+        "published": PUBLISHED,
+        "published_source": PUBLISHED_SOURCE,
+        "search_seconds": round(search_s),
+        "final_training_seconds": round(train_s),
+        "chunks": state["chunks"],
+    }
+    (HERE / "fashion.json").write_text(json.dumps(result, indent=2) + "\n")
+    _plot(table, HERE / "fashion.png")
+    print(markdown(result))
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| network | test accuracy | images/s (95% interval) | params | dominated by |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted(result["networks"], key=lambda r: -r["test_accuracy"]):
+        beaten = ", ".join(r.get("dominated_by", [])) or ("-" if r["kind"] == "nas" else "none")
+        lines.append(
+            f"| {r['name']} | {r['test_accuracy']:.4f} | {r['images_per_s']:,.0f} ({r['low']:,.0f}-{r['high']:,.0f}) "
+            f"| {r['params']:,} | {beaten} |"
+        )
+    lines.append("")
+    lines.append(
+        "Published ("
+        + result["published_source"]
+        + "): "
+        + "; ".join(f"{k} {v:.3f}" for k, v in result["published"].items())
+    )
+    return "\n".join(lines)
+
+
+def _plot(table: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for kind, style in (
+        ("nas", {"color": "#d62728", "marker": "o"}),
+        ("reference", {"color": "#1f77b4", "marker": "s"}),
+    ):
+        shown = [r for r in table if r["kind"] == kind]
+        if not shown:
+            continue
+        ax.errorbar(
+            [r["images_per_s"] for r in shown],
+            [r["test_accuracy"] for r in shown],
+            xerr=[[r["images_per_s"] - r["low"] for r in shown], [r["high"] - r["images_per_s"] for r in shown]],
+            fmt=style["marker"],
+            color=style["color"],
+            label="nas front, final-trained" if kind == "nas" else "keras.applications and 2-conv, same recipe",
+            capsize=3,
+        )
+        for r in shown:
+            ax.annotate(
+                r["name"].replace("nas trial ", "#"),
+                (r["images_per_s"], r["test_accuracy"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(4, 4),
+            )
+    for label, value in PUBLISHED.items():
+        if value > 0.9:
+            ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
+            ax.annotate(
+                f"{label} {value:.3f}",
+                (0.01, value),
+                xycoords=("axes fraction", "data"),
+                fontsize=6,
+                color="#666666",
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
+    ax.set_ylabel("Fashion-MNIST test accuracy")
+    ax.set_title("Fashion-MNIST: nas' front against keras.applications (same final recipe)")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)

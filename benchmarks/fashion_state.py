@@ -1,0 +1,62 @@
+"""Where benchmarks/fashion.py keeps what it has done (benchmarks/fashion-runs/, committed: the
+study, the references' figures, the throughput, the pieces that ran) and the readers its
+pieces share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks import stamps
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORK = HERE / "fashion-runs"  # committed: the study, the references' figures, the throughput
+RUNS = REPO / "runs" / "fashion"  # not committed: checkpoints and models of the running pieces
+STUDY = "fashion_mnist"
+SPACE = "fashion_mnist"  # the preset
+DATABASE = WORK / "fashion.db"
+SEARCH_SECONDS = 3600
+
+
+def progress() -> dict[str, Any]:
+    path = WORK / "progress.json"
+    return json.loads(path.read_text()) if path.is_file() else {"search_seconds": 0.0, "chunks": []}
+
+
+def save_progress(state: dict[str, Any]) -> None:
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "progress.json").write_text(json.dumps(state, indent=2) + "\n")
+
+
+def chunk(piece: str, seconds: float, code: int) -> dict[str, Any]:
+    """One piece that ran: what, how long, its exit status, and the stamps RESULTS.md names."""
+    return {
+        "piece": piece,
+        "seconds": round(seconds, 1),
+        "exit": code,
+        "commit": stamps.commit(),
+        "machine": stamps.machine(),
+        "ended": stamps.now(),
+    }
+
+
+def study() -> Any:
+    import optuna
+
+    return optuna.load_study(study_name=STUDY, storage=f"sqlite:///{DATABASE}")
+
+
+def final_trained(found: Any) -> dict[str, dict[str, Any]]:
+    """`nas train`'s figures by trial number."""
+    from nas.search.engine.front import final_figures
+
+    return final_figures(found)
+
+
+def recipe_space() -> Any:
+    """The preset: its final recipe is every network's."""
+    from nas.search.space import load_space
+
+    return load_space(SPACE)

@@ -1,0 +1,65 @@
+"""benchmarks/fashion.py: what makes a reference dominated, the table it prints, and the
+references it builds (keras.applications with fresh weights for 32x32 grayscale, 10 classes;
+the published 2-conv network at 28x28)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .package import benchmark
+
+
+def _row(name: str, kind: str, accuracy: float, low: float, high: float) -> dict[str, Any]:
+    middle = (low + high) / 2
+    return {
+        "name": name,
+        "kind": kind,
+        "test_accuracy": accuracy,
+        "images_per_s": middle,
+        "low": low,
+        "high": high,
+        "params": 1000,
+    }
+
+
+def test_a_reference_is_dominated_only_at_least_as_accurate_and_faster_beyond_both_intervals() -> None:
+    report = benchmark("fashion_report")
+    reference = _row("mobilenet_v2_0.35", "reference", 0.90, 900, 1100)
+    front = [
+        _row("nas trial 1", "nas", 0.91, 1200, 1400),  # more accurate, faster beyond both intervals
+        _row("nas trial 2", "nas", 0.90, 1150, 1300),  # as accurate: enough
+        _row("nas trial 3", "nas", 0.95, 1000, 1500),  # intervals overlap: not beyond the noise
+        _row("nas trial 4", "nas", 0.89, 5000, 6000),  # less accurate
+    ]
+    assert report.dominated_by(reference, front) == ["nas trial 1", "nas trial 2"]
+
+
+def test_the_table_lists_every_network_most_accurate_first_with_who_dominates_it() -> None:
+    report = benchmark("fashion_report")
+    nas_row = _row("nas trial 1", "nas", 0.93, 1200, 1400)
+    beaten = {**_row("mobilenet_v2_0.35", "reference", 0.90, 900, 1100), "dominated_by": ["nas trial 1"]}
+    standing = {**_row("efficientnet_b0", "reference", 0.94, 100, 120), "dominated_by": []}
+    text = report.markdown(
+        {"networks": [beaten, nas_row, standing], "published": {"human": 0.835}, "published_source": "README"}
+    )
+    lines = text.splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:5]] == [
+        "| efficientnet_b0",
+        "| nas trial 1",
+        "| mobilenet_v2_0.35",
+    ]
+    assert lines[2].endswith("| none |") and lines[3].endswith("| - |") and lines[4].endswith("| nas trial 1 |")
+    assert "human 0.835" in lines[-1]
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2_0.35", "mobilenet_v3_small_minimalistic", "two_conv_bn"])
+def test_the_references_take_the_benchmark_s_images_and_give_ten_classes(name: str) -> None:
+    from nas.search import runtime
+
+    runtime.import_tensorflow()
+    build, size = benchmark("fashion_references").REFERENCES[name]
+    model = build()
+    assert tuple(model.input_shape[1:]) == (size, size, 1) and model.output_shape[-1] == 10
+    assert size == (28 if name == "two_conv_bn" else 32)
