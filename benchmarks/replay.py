@@ -6,10 +6,11 @@ and differences between methods can be measured over many seeds.
     python -m benchmarks.replay [--table FILE] [--seeds 30] [--workers 1,4] [--budget 600]
                                 [--contenders a,b,...] [--out FILE]
 
-nas contenders run nas' own trial code (engine/trial.py's TrialRunner: sampling, screening,
-early stopping's rungs in the study) and nas' sampler set-up (engine/samplers.py: TPE with
-constant liar, seeds per worker); only building, measuring and training go through the
-table's evaluation seam. Plain Optuna and random search are scripted as an Optuna user
+nas contenders run nas' own engine: each simulated worker is the engine's worker loop
+(engine/loop.py's run_worker: the study's lock, heartbeats, TrialRunner's sampling, screening
+and early stopping's rungs in the study, nas' sampler set-up with TPE, constant liar and seeds
+per worker), handed the table's evaluation in place of the strategy's; only building,
+measuring and training go through that seam. Plain Optuna and random search are scripted as an Optuna user
 would (every trial trains all epochs and times its own network: no cache). Asynchronous
 workers are threads under one simulated clock: only the worker whose clock is earliest runs,
 so a trial asked while others run sees them RUNNING, a rung reads only what was there at its
@@ -43,9 +44,9 @@ from benchmarks import gp_fast, scoring
 from benchmarks import table as tables
 from benchmarks.overheads import overhead_sources, overheads
 from benchmarks.simclock import ClockedEvaluation, SimClock
-from nas.search.engine.samplers import worker_sampler
-from nas.search.engine.trial import TrialRunner
+from nas.search.engine import JoinedStudy, SearchEvents, SearchOptions, TrialReport, prepare_study, run_worker
 from nas.search.space import SearchSpace, space_from_dict
+from nas.storage import resolve_storage_url
 
 
 @dataclass(frozen=True)
@@ -110,34 +111,50 @@ def _run_workers(workers: int, body: Callable[[int], None]) -> None:
 def replay_nas(
     c: Contender, table: tables.Table, seed: int, workers: int, budget: float, overhead: float
 ) -> list[Point]:
+    """nas as its users run it: the engine's own worker loop (engine/loop.py: asking under the
+    study's lock, heartbeats, telling, retention, its events), one per simulated worker, each
+    handed the table's evaluation instead of the strategy's. The study lives in a SQLite file
+    (in memory where /dev/shm exists), as a search's does; every trial first pays the race's
+    per-trial overhead on the simulated clock."""
     space = _space(table, c.early_stopping)
     clock = SimClock(workers)
     evaluation = ClockedEvaluation(table, space, clock)  # shared: the measurement cache is the study's
-    storage = optuna.storages.InMemoryStorage()
-    directions = list(space.spec.objectives.values())
-    name = optuna.create_study(storage=storage, directions=directions).study_name
     points: list[Point] = []
 
-    def work(index: int) -> None:
-        clock.enter(index)
-        try:
-            study = optuna.load_study(study_name=name, storage=storage)
-            study.sampler = worker_sampler(c.sampler, seed, index, 0)
-            runner = TrialRunner(space, evaluation, num_classes=10, channels=1, on_phase=lambda _: None)
-            while clock.now() < budget:
-                clock.advance(overhead)
-                trial = study.ask()
-                outcome = runner.run(trial)
-                if outcome.values is None:
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                else:
-                    study.tell(trial, outcome.values)
-                    if clock.now() <= budget:
-                        points.append(Point(clock.now(), *outcome.values))
-        finally:
-            clock.leave()
+    class Collect(SearchEvents):
+        def trial_finished(self, report: TrialReport, finished: int, pareto_size: int) -> None:
+            if report.values and clock.now() <= budget:  # trained (not screened or stopped early)
+                points.append(Point(clock.now(), *report.values))
 
-    _run_workers(workers, work)
+    def keep_going() -> bool:
+        if clock.now() >= budget:
+            return False
+        clock.advance(overhead)  # the tool's own cost of a trial, before it asks for one
+        return True
+
+    fast = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="nas-replay-", dir=fast) as folder:
+        url = resolve_storage_url(f"sqlite:///{folder}/replay.db")
+        options = SearchOptions(
+            storage=url, study_name="replay", trials=10**9, sampler=c.sampler, seed=seed, keep_weights=False
+        )
+        storage, study = prepare_study(space, options, SearchEvents())
+
+        def work(index: int) -> None:
+            clock.enter(index)
+            try:
+                # A study object of its own: each worker sets its own sampler on it.
+                joined = JoinedStudy(
+                    optuna.load_study(study_name=study.study_name, storage=storage), storage, space, options
+                )
+                run_worker(
+                    joined, Collect(), worker_index=index, keep_going=keep_going, evaluation=lambda _: evaluation
+                )
+            finally:
+                clock.leave()
+
+        _run_workers(workers, work)
+        storage.engine.dispose()
     return points
 
 

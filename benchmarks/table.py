@@ -52,7 +52,7 @@ from nas.search.engine.loop import run_search
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.study import open_study
 from nas.search.hardware import HardwareCost
-from nas.search.hardware.timing import Throughput
+from nas.search.hardware.figures import Throughput
 from nas.search.records import TrialAttr
 from nas.search.space import SearchSpace, load_space
 from nas.search.training import TrainResult
@@ -316,6 +316,9 @@ class TableEvaluation:
     in a real search), each epoch's time, and the trial's planning, building and deploying."""
 
     keeps_weights = False
+    weights = None
+    delivery = None  # no input pipeline: nothing is trained
+    num_classes, channels = 10, 1  # the table's data set (digits)
 
     def __init__(self, table: Table, space: SearchSpace) -> None:
         self.rows = table.by_key()
@@ -360,6 +363,9 @@ class TableEvaluation:
 
     def peak_flops(self, precision: str) -> tuple[float, str] | None:
         return None
+
+    def worker_attrs(self) -> dict[str, Any]:
+        return {"device": "table"}
 
     def train(self, work: TrialWork, on_epoch: EpochCallback) -> TrainResult:
         row = self.row(work)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from nas.search.deploy.converters import tensorrt_engine_status as tensorrt_engine_status
     from nas.search.deploy.converters import tensorrt_status as tensorrt_status
     from nas.search.deploy.converters import write_tflite as write_tflite
-    from nas.search.deploy.scoring import Deployed as Deployed
+    from nas.search.deploy.deployed import Deployed as Deployed
     from nas.search.deploy.scoring import deploy as deploy
 
 __getattr__, __dir__ = lazy_exports(
@@ -26,7 +26,8 @@ __getattr__, __dir__ = lazy_exports(
             "tensorrt_status",
             "write_tflite",
         ],
-        "scoring": ["Deployed", "deploy"],
+        "deployed": ["Deployed"],
+        "scoring": ["deploy"],
     },
 )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import statistics
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -15,27 +14,10 @@ import numpy as np
 
 from nas.search.data import Dataset
 from nas.search.deploy.converters import litert_interpreter, write_tflite
+from nas.search.deploy.deployed import Deployed
 
 LATENCY_ROUNDS = 5
 LATENCY_ROUND_S = 0.1
-
-
-@dataclass(frozen=True)
-class Deployed:
-    accuracy: float | None  # in the LiteRT interpreter; None when not converted
-    model_bytes: int  # the TFLite file, or the float32 weights when not converted
-    compressed_bytes: int | None  # zlib level 9: what sparsity buys (None: not pruned, not converted)
-    latency_ms: float | None  # batch 1 in LiteRT, median of rounds
-    converted: bool
-
-    def to_attr(self) -> dict[str, float | int | bool | None]:
-        return {
-            "tflite_accuracy": self.accuracy,
-            "model_bytes": self.model_bytes,
-            "compressed_bytes": self.compressed_bytes,
-            "tflite_latency_ms": self.latency_ms,
-            "converted": self.converted,
-        }
 
 
 def weight_bytes(model: keras.Model) -> bytes:

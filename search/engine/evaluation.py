@@ -3,10 +3,12 @@ deployed and kept.
 
 `TrialRunner` (engine/trial.py) owns every decision of a trial: sampling, planning, the
 constraints and screening, early stopping's rungs, what is recorded and told. It reaches the
-network only through an `Evaluation`. `KerasEvaluation` does it for real (Keras, the timing
-protocol on this device, the tf.data pipeline, LiteRT); a tabulated benchmark answers the
-same calls from its table, so replaying a search against the table runs the engine's real
-code and nothing stands in for it but the figures.
+network only through an `Evaluation`, which the strategy makes (engine/strategy.py) or a
+caller hands the engine's entry. `KerasEvaluation` (engine/keras_evaluation.py) does it for
+real (Keras, the timing protocol on this device, the tf.data pipeline, LiteRT); a tabulated
+benchmark answers the same calls from its table, so replaying a search against the table runs
+the engine's real loop and trial code and nothing stands in for it but the figures. No
+TensorFlow here: the loop and the trial code load without it.
 """
 
 from __future__ import annotations
@@ -17,20 +19,16 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import keras
 import optuna
-from sqlalchemy.exc import SQLAlchemyError
 
-from nas.search.data import Dataset
-from nas.search.deploy import Deployed
-from nas.search.engine.stored import deploy_as_trial
-from nas.search.hardware import HardwareCost, HardwareProfiler
-from nas.search.nets import NetworkPlan, build_plan
 from nas.search.records import TrialAttr
-from nas.search.space import Candidate, SearchSpace
-from nas.search.training import TrainResult, precision_policy, sparsity_report, train_compressed
+from nas.search.space import Candidate
 
 if TYPE_CHECKING:
+    from nas.search.deploy import Deployed
+    from nas.search.hardware import HardwareCost
+    from nas.search.nets import NetworkPlan
+    from nas.search.training import TrainResult
     from nas.storage.weights import WeightStore
 
 PhaseCallback = Callable[[str], None]
@@ -47,7 +45,7 @@ class TrialWork:
     candidate: Candidate
     net_full: NetworkPlan = field(init=False)  # as sampled
     net: NetworkPlan = field(init=False)  # as measured and deployed (channel pruning cuts it)
-    model: keras.Model | None = None
+    model: Any = None  # the Keras model, where the evaluation builds one
     cost: HardwareCost | None = None
     result: TrainResult | None = None
     deployed: Deployed | None = None
@@ -78,9 +76,19 @@ class TrialWork:
 
 
 class Evaluation(Protocol):
-    """What a trial asks of its network, in this order; each call may raise (a failed trial)."""
+    """What a trial asks of its network, in this order; each call may raise (a failed trial).
+    Its attributes are what the worker's set-up found: the data's shape, the input pipeline's
+    speed and where kept weights go."""
 
     keeps_weights: bool  # whether `save` keeps the trained network (a "save" phase, retention)
+    num_classes: int  # of the data, for sampling
+    channels: int
+    delivery: float | None  # images/s the input pipeline delivers (the input-bound check); None: unknown
+    weights: WeightStore | None  # where `save` keeps them (retention deletes there)
+
+    def worker_attrs(self) -> dict[str, Any]:
+        """What this worker's device adds to each trial's `worker` attribute."""
+        ...
 
     def scope(self, work: TrialWork) -> AbstractContextManager[None]:
         """Around everything from `build` on (a precision policy; freeing the model after)."""
@@ -99,86 +107,3 @@ class Evaluation(Protocol):
     def deploy(self, work: TrialWork) -> Deployed: ...
 
     def save(self, work: TrialWork) -> None: ...
-
-
-class KerasEvaluation:
-    """The real thing: the network built in Keras, timed on this worker's device by the
-    profiler (under its lock, through its cache), trained on the dataset, converted and
-    scored as deployed, its weights kept for `nas export`."""
-
-    def __init__(
-        self,
-        space: SearchSpace,
-        data: Dataset,
-        profiler: HardwareProfiler,
-        *,
-        seed: int,
-        weights: WeightStore | None = None,
-        warn: Callable[[str], None] = lambda _: None,
-    ) -> None:
-        self.space, self.data, self.profiler, self.seed = space, data, profiler, seed
-        self.weights, self.warn = weights, warn
-        self.keeps_weights = weights is not None
-
-    @contextmanager
-    def scope(self, work: TrialWork) -> Iterator[None]:
-        try:
-            with precision_policy(work.candidate.precision):
-                yield
-        finally:
-            # Without this, every trial's graphs and weights stay alive in the process and a
-            # long search grows until it is killed (the classic KerasTuner complaint). With
-            # free_memory, clear_session runs the full garbage collection itself.
-            work.model = None
-            keras.backend.clear_session(free_memory=True)
-
-    def build(self, work: TrialWork) -> None:
-        keras.utils.set_random_seed(self.seed + work.trial.number)
-        work.model = build_plan(work.net)
-
-    def measure(self, work: TrialWork, *, need_latency: bool) -> HardwareCost:
-        assert work.model is not None
-        return self.profiler.measure(
-            work.model, precision=work.candidate.precision, xla=work.candidate.xla, need_latency=need_latency
-        )
-
-    def peak_flops(self, precision: str) -> tuple[float, str] | None:
-        return self.profiler.peak_flops(precision)
-
-    def train(self, work: TrialWork, on_epoch: EpochCallback) -> TrainResult:
-        assert work.model is not None
-        spec, candidate = self.space.spec, work.candidate
-        augmentation = spec.dataset.augmentation
-        with self.profiler.lock.shared():  # no measuring elsewhere on this device meanwhile
-            work.model, result = train_compressed(
-                work.model,
-                work.net_full,
-                work.net,
-                candidate,
-                self.data,
-                seed=self.seed + work.trial.number,
-                pruning=spec.compression.pruning,
-                augmentation=augmentation if augmentation.active else None,
-                on_epoch=on_epoch,
-            )
-        if candidate.pruning in ("magnitude", "n_m"):
-            exclude: list[str] = list(spec.compression.pruning.exclude)
-            work.trial.set_user_attr(TrialAttr.SPARSITY, sparsity_report(work.model, exclude))
-        return result
-
-    def deploy(self, work: TrialWork) -> Deployed:
-        assert work.model is not None
-        latency = "tflite_latency" in self.space.spec.objectives
-        with self.profiler.lock.shared():
-            return deploy_as_trial(work.model, self.space, work.candidate, self.data, latency=latency)
-
-    def save(self, work: TrialWork) -> None:
-        """Keep the trained model for `nas export`; a full disk costs the weights, not the trial."""
-        assert self.weights is not None and work.model is not None
-        trial = work.trial
-        try:
-            stored = self.weights.save_model(trial.study.study_name, trial.number, work.model)
-            trial.set_user_attr(TrialAttr.WEIGHTS_BYTES, stored.bytes)
-        except (OSError, SQLAlchemyError) as exc:
-            trial.set_user_attr(TrialAttr.WEIGHTS_ERROR, str(exc)[:300])
-            self.warn(f"Warning: weights of trial {trial.number} not saved: {exc}")

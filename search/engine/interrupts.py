@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,15 +57,19 @@ class Interrupts:
                 raise KeyboardInterrupt
 
     def __enter__(self) -> Interrupts:
-        self._previous = [
-            signal.signal(signal.SIGINT, self._on_sigint),
-            signal.signal(signal.SIGTERM, self._on_sigterm),
-        ]
+        # Python delivers signals to the main thread only: a loop in another thread (the
+        # tabulated benchmark's simulated workers) takes none, and its process stops it.
+        if threading.current_thread() is threading.main_thread():
+            self._previous = [
+                signal.signal(signal.SIGINT, self._on_sigint),
+                signal.signal(signal.SIGTERM, self._on_sigterm),
+            ]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous[0])
-        signal.signal(signal.SIGTERM, self._previous[1])
+        if self._previous:
+            signal.signal(signal.SIGINT, self._previous[0])
+            signal.signal(signal.SIGTERM, self._previous[1])
 
 
 @contextlib.contextmanager

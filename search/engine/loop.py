@@ -15,8 +15,8 @@ import optuna
 from optuna.trial import TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
-from nas.errors import NasError, SearchInterrupted
-from nas.search.data import Dataset, delivery_rate, load_dataset
+from nas.errors import SearchInterrupted
+from nas.search.data import Dataset, load_dataset
 from nas.search.engine.collector import freeze_survivors
 from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
@@ -29,13 +29,12 @@ from nas.search.engine.samplers import make_sampler, worker_sampler
 from nas.search.engine.strategy import EvaluationContext, EvaluationFactory, ended_normally, finish_search, strategy_for
 from nas.search.engine.study import JoinedStudy, counts, prepare_study, restrict_to_device
 from nas.search.engine.trial import TrialRunner, describe_failure
-from nas.search.hardware import HardwareProfiler, describe_device
-from nas.search.records import StoppedBy, StudyAttr, TrialAttr
-from nas.search.runtime import import_tensorflow, placement_attr
+from nas.search.hardware import describe_device
+from nas.search.records import StoppedBy, TrialAttr
 from nas.search.space import SearchSpace
-from nas.storage import MeasurementCache, study_lock, with_lock_retries
+from nas.storage import study_lock, with_lock_retries
 from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
-from nas.storage.weights import WeightStore, default_artifact_root
+from nas.storage.weights import WeightStore
 
 # How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
 # again: to finish promptly, and to take over the trial of a worker that died.
@@ -67,7 +66,7 @@ def run_search(
     dataset (Python callers); `evaluation` replaces the strategy's (a tabulated benchmark)."""
     # Everything that can reject the input is checked before the database is touched.
     make_sampler(options.sampler, options.seed)
-    device_space = restrict_to_device(space, describe_device(), events)
+    device_space = _for_this_device(space, events)
     if data is None:
         data = load_dataset(space.spec.dataset, warn=events.message)  # bad data: nothing written yet
     storage, study = prepare_study(space, options, events)
@@ -84,19 +83,31 @@ def run_worker(
     worker_index: int,
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
+    evaluation: EvaluationFactory | None = None,
 ) -> SearchOutcome:
-    """Join a study prepared elsewhere and run its trials until the budget is complete."""
-    device_space = restrict_to_device(joined.space, describe_device(), events)
+    """Join a study prepared elsewhere and run its trials until the budget is complete (or
+    `keep_going` says stop); `evaluation` replaces the strategy's (a tabulated benchmark)."""
+    device_space = _for_this_device(joined.space, events)
     return _work(
         joined.study,
         joined.storage,
         device_space,
         joined.options,
         events,
+        evaluation=evaluation,
         worker_index=worker_index,
         recycle_after=recycle_after,
         keep_going=keep_going,
     )
+
+
+def _for_this_device(space: SearchSpace, events: SearchEvents) -> SearchSpace:
+    """The space less the precisions this device cannot run. float32 runs everywhere, so a
+    space of float32 alone asks TensorFlow nothing (a tabulated benchmark loads none)."""
+    param = space.spec.compute.precision
+    if (param.value if param.fixed else None) == "float32":
+        return space
+    return restrict_to_device(space, describe_device(), events)
 
 
 def _work(
@@ -119,33 +130,18 @@ def _work(
         events.stop()
         return SearchOutcome(study, complete, options.trials, 0, 0, StoppedBy.BUDGET)
 
-    if data is None:
-        data = load_dataset(space.spec.dataset, warn=events.message)
-    expected = space.spec.model.num_classes
-    if expected is not None and expected != data.num_classes:
-        raise NasError(f"model.num_classes: {expected}, but the dataset has {data.num_classes} classes")
-    batch = space.spec.training.batch_size
-    smallest = int(batch.value if batch.fixed else min(batch.choices) if batch.choices else batch.low or 32)
-    delivery = delivery_rate(data, smallest)
-    study.set_user_attr(StudyAttr.DATASET, data.summary())
-    study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
-    profiler = HardwareProfiler(space.spec.measure, MeasurementCache(storage.engine) if options.cache else None)
-    weights = _weight_store(storage, options)
-    context = EvaluationContext(study, storage, space, options, events, data, profiler, weights)
+    context = EvaluationContext(study, storage, space, options, events, data)
     made = (evaluation or strategy_for(space).evaluation)(context)
     runner = TrialRunner(
         space,
         made,
-        num_classes=data.num_classes,
-        channels=data.channels,
         on_phase=events.phase,
         screening=options.screening,
-        delivery=delivery,
         warn=events.message,
         keep_top_k=options.keep_top_k,
     )
-    identity = WorkerIdentity.current().to_attr() | placement_attr(import_tensorflow())
-    loop = _TrialLoop(study, storage, runner, options, events, identity, weights)
+    identity = WorkerIdentity.current().to_attr() | made.worker_attrs()
+    loop = _TrialLoop(study, storage, runner, options, events, identity, made.weights)
     # Every trial ends with a full garbage collection (freeing its model), and with TensorFlow
     # loaded one took 0.4-0.7 s: most of a screened trial's time. Objects alive now (modules,
     # the dataset) live as long as the worker, so they are moved out of the collector's sight,
@@ -161,14 +157,6 @@ def _work(
     if finished >= options.trials:
         stopped_by = StoppedBy.BUDGET  # a stop request that came with the last trial changes nothing
     return SearchOutcome(study, finished, options.trials, loop.ran, loop.failed, stopped_by)
-
-
-def _weight_store(storage: optuna.storages.RDBStorage, options: SearchOptions) -> WeightStore | None:
-    if not options.keep_weights:
-        return None
-    store = WeightStore(storage.engine, default_artifact_root(options.storage, options.artifacts))
-    store.folder(options.study_name)  # a folder it cannot use stops the search before any training
-    return store
 
 
 class _TrialLoop:

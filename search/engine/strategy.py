@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from nas.search.engine.evaluation import Evaluation
     from nas.search.engine.final import Start
     from nas.search.engine.study import JoinedStudy
-    from nas.search.hardware import HardwareProfiler
-    from nas.storage.weights import WeightStore
 
 
 @dataclass(frozen=True)
@@ -43,9 +41,7 @@ class EvaluationContext:
     space: SearchSpace  # this worker's (precisions it cannot run removed)
     options: SearchOptions
     events: SearchEvents
-    data: Dataset
-    profiler: HardwareProfiler
-    weights: WeightStore | None
+    data: Dataset | None  # handed to the engine by a Python caller; None: the space's, loaded by the evaluation
 
 
 # The engine's seam: the strategy's own by default; a tabulated benchmark hands its table's.
@@ -81,11 +77,9 @@ class Strategy:
     name: ClassVar[str] = "trials"
 
     def evaluation(self, ctx: EvaluationContext) -> Evaluation:
-        from nas.search.engine.evaluation import KerasEvaluation
+        from nas.search.engine.keras_evaluation import KerasEvaluation, keras_setup
 
-        return KerasEvaluation(
-            ctx.space, ctx.data, ctx.profiler, seed=ctx.options.seed, weights=ctx.weights, warn=ctx.events.message
-        )
+        return KerasEvaluation(ctx.space, keras_setup(ctx), seed=ctx.options.seed, warn=ctx.events.message)
 
     def after_search(self, space: SearchSpace) -> list[AfterStep]:
         measure = space.spec.measure
@@ -127,20 +121,14 @@ class SupernetStrategy(Strategy):
     name: ClassVar[str] = "supernet"
 
     def evaluation(self, ctx: EvaluationContext) -> Evaluation:
+        from nas.search.engine.keras_evaluation import keras_setup
         from nas.search.engine.supernet import SupernetEvaluation, fixed_sampler, prepare_supernet
 
-        trained = prepare_supernet(ctx.study, ctx.storage, ctx.space, ctx.options, ctx.events, ctx.data)
+        setup = keras_setup(ctx)
+        trained = prepare_supernet(ctx.study, ctx.storage, ctx.space, ctx.options, ctx.events, setup.data)
         # Trials sample only the elastic knobs; the rest stay at what the supernet trained with.
         ctx.study.sampler = fixed_sampler(ctx.study.sampler, trained.elastic)
-        return SupernetEvaluation(
-            ctx.space,
-            ctx.data,
-            trained,
-            profiler=ctx.profiler,
-            seed=ctx.options.seed,
-            weights=ctx.weights,
-            warn=ctx.events.message,
-        )
+        return SupernetEvaluation(ctx.space, setup, trained, seed=ctx.options.seed, warn=ctx.events.message)
 
     def after_search(self, space: SearchSpace) -> list[AfterStep]:
         # Fine-tuning first: the confirmation then measures the networks that will be exported.

@@ -20,8 +20,9 @@ import numpy as np
 import optuna
 
 from nas.search.data import Dataset, pipeline
-from nas.search.engine.evaluation import EpochCallback, KerasEvaluation, TrialWork
+from nas.search.engine.evaluation import EpochCallback, TrialWork
 from nas.search.engine.events import SearchEvents
+from nas.search.engine.keras_evaluation import KerasEvaluation, KerasSetup
 from nas.search.engine.options import SearchOptions
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
@@ -146,9 +147,10 @@ class SupernetEvaluation(KerasEvaluation):
     """The seam for a supernet study: `build` extracts the subnet, `train` re-calibrates its
     BatchNorm and scores it; measuring, deploying and keeping are the real ones."""
 
-    def __init__(self, space: SearchSpace, data: Dataset, trained: TrainedSupernet, **kwargs: Any) -> None:
-        super().__init__(space, data, **kwargs)
+    def __init__(self, space: SearchSpace, setup: KerasSetup, trained: TrainedSupernet, **kwargs: Any) -> None:
+        super().__init__(space, setup, **kwargs)
         self.trained = trained
+        data = setup.data
         settings = space.spec.search.supernet
         self.calibration = calibration_batches(
             data, trained.supernet.candidate.batch_size, settings.calibration_batches

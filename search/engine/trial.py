@@ -3,9 +3,10 @@ exists), build it, measure it on this device, check measured constraints, train 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -20,11 +21,12 @@ from nas.search.engine.early_stopping import (
 )
 from nas.search.engine.evaluation import Evaluation, PhaseCallback, TrialWork
 from nas.search.engine.retention import kept_on_finish
-from nas.search.hardware import HardwareCost
 from nas.search.nets import deployed_plan, plan_network, static_constraints
 from nas.search.records import Screened, TrialAttr
-from nas.search.runtime import import_tensorflow
 from nas.search.space import ConstraintsSpec, SearchSpace
+
+if TYPE_CHECKING:
+    from nas.search.hardware import HardwareCost
 
 # Training at this fraction of the pipeline's delivery rate (or more) is starved for input.
 INPUT_BOUND_RATIO = 0.8
@@ -62,19 +64,16 @@ class TrialRunner:
         space: SearchSpace,
         evaluation: Evaluation,
         *,
-        num_classes: int,
-        channels: int,
         on_phase: PhaseCallback,
         screening: bool = True,
-        delivery: float | None = None,
         warn: Callable[[str], None] = lambda _: None,
         keep_top_k: int = 0,
     ) -> None:
         self.space = space
         self.keep_top_k = keep_top_k  # retention's: which finished trials' weights are worth saving
         self.evaluation = evaluation
-        self.num_classes, self.channels = num_classes, channels  # of the dataset, for sampling
-        self.delivery = delivery  # images/s the input pipeline delivers, measured once
+        self.num_classes, self.channels = evaluation.num_classes, evaluation.channels  # for sampling
+        self.delivery = evaluation.delivery  # images/s the input pipeline delivers, measured once
         self.warn = warn
         self.warned = False
         self.on_phase = on_phase
@@ -276,12 +275,12 @@ class TrialRunner:
 
 def describe_failure(exc: BaseException) -> str:
     """One line for the trial's fail_reason attribute."""
-    tf = import_tensorflow()
-    if isinstance(exc, tf.errors.ResourceExhaustedError):
+    tf = sys.modules.get("tensorflow")  # not loaded: the error cannot be TensorFlow's
+    if tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError):
         return "out of memory (ResourceExhaustedError): " + str(exc).strip().splitlines()[0][:300]
     if isinstance(exc, TrainingDiverged):
         return str(exc)
-    if isinstance(exc, tf.errors.OpError):
+    if tf is not None and isinstance(exc, tf.errors.OpError):
         # TensorFlow leads with "Graph execution error:" and the Python stack of the op; the
         # reason is the last line of its own that is not stack or node detail.
         lines = [line for line in exc.message.splitlines() if line.strip() and not line[0].isspace()]

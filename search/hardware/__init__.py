@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     from nas.search.hardware.device import device_label as device_label
     from nas.search.hardware.device import lock_name as lock_name
     from nas.search.hardware.device import unsupported_precisions as unsupported_precisions
+    from nas.search.hardware.figures import HardwareCost as HardwareCost
     from nas.search.hardware.lock import DeviceLock as DeviceLock
-    from nas.search.hardware.profiler import HardwareCost as HardwareCost
     from nas.search.hardware.profiler import HardwareProfiler as HardwareProfiler
     from nas.search.hardware.profiler import architecture_signature as architecture_signature
     from nas.search.hardware.timing import measure_latency as measure_latency
@@ -24,7 +24,8 @@ __getattr__, __dir__ = lazy_exports(
     {
         "device": ["describe_device", "device_key", "device_label", "lock_name", "unsupported_precisions"],
         "lock": ["DeviceLock"],
-        "profiler": ["HardwareCost", "HardwareProfiler", "architecture_signature"],
+        "figures": ["HardwareCost"],
+        "profiler": ["HardwareProfiler", "architecture_signature"],
         "timing": ["measure_latency", "measure_matmul_peak", "measure_throughput"],
     },
 )

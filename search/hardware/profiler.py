@@ -8,17 +8,17 @@ import json
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 import sqlalchemy.exc
 
 from nas.search.hardware.device import describe_device, device_key, lock_name
+from nas.search.hardware.figures import HardwareCost, Latency, Throughput
 from nas.search.hardware.lock import DeviceLock
 from nas.search.hardware.peaks import data_sheet_peak
 from nas.search.hardware.reference import REFERENCE_SHAPE, REFERENCE_VERSION, reference_forward, reference_model
-from nas.search.hardware.timing import Latency, Throughput, measure_latency, measure_matmul_peak, measure_throughput
+from nas.search.hardware.timing import measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
 from nas.storage import CacheKey, MeasurementCache, open_device_profile
 from nas.storage.profile import ENV_VAR
@@ -34,41 +34,6 @@ def architecture_signature(model: keras.Model) -> str:
         if layer.get("class_name") == "Dropout":
             layer["config"] = {k: v for k, v in layer["config"].items() if k not in ("rate", "seed")}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class HardwareCost:
-    throughput: dict[int, Throughput]  # by inference batch size, in the space's order
-    latency: Latency | None
-    device: dict[str, Any]
-    precision: str = "float32"
-    xla: bool = False
-    cached: dict[str, bool] = field(default_factory=dict)  # which figures came from the cache
-    seconds: float = 0.0  # what measuring (or looking up) cost in this trial, lock waits included
-    signature: str = ""  # the architecture signature: the cache's key, shared by equal networks
-    lock_wait_s: float = 0.0  # of `seconds`, the time spent waiting for the device lock
-
-    @property
-    def primary(self) -> Throughput:
-        return next(iter(self.throughput.values()))
-
-    @property
-    def trustworthy(self) -> bool:
-        figures = [t.trustworthy for t in self.throughput.values()]
-        return all(figures) and (self.latency is None or self.latency.trustworthy)
-
-    def to_attr(self) -> dict[str, Any]:
-        return {
-            "throughput": {str(b): t.to_dict() for b, t in self.throughput.items()},
-            "latency": self.latency.to_dict() if self.latency else None,
-            "precision": self.precision,
-            "xla": self.xla,
-            "trustworthy": self.trustworthy,
-            "cached": self.cached,
-            "seconds": round(self.seconds, 4),
-            "lock_wait_s": round(self.lock_wait_s, 4),
-            "signature": self.signature,
-        }
 
 
 # Figures of the device rather than of a network: the same in every database on this machine.

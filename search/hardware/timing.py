@@ -17,11 +17,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import keras
 
+from nas.search.hardware.figures import Latency, Throughput
 from nas.search.hardware.intervals import repeat_interval
 from nas.search.runtime import import_tensorflow
 
@@ -30,59 +29,6 @@ WARMUP_MAX_SECONDS = 20.0
 WARMUP_SETTLED = 0.10  # the last calls agree within 10%
 LATENCY_MIN_CALLS = 30
 REFERENCE_SHARE = 0.3  # a reference round lasts this fraction of a candidate round
-
-
-@dataclass(frozen=True)
-class Throughput:
-    images_per_s: float  # median over rounds
-    spread: float  # interquartile range / median of the per-round figures
-    trustworthy: bool  # spread within the allowed maximum
-    batch_size: int
-    calls_per_round: int
-    rounds: tuple[float, ...]  # images/s of each timed round
-    warmup_calls: int
-    seconds: float  # wall time of the whole measurement
-    # False: the warm-up hit its time limit still changing, so the rounds may include it.
-    # (Figures cached before this was recorded read as settled.)
-    warmup_settled: bool = True
-    # The 95% interval of images_per_s (None in figures cached before intervals existed): where
-    # a repeat measurement would land (hardware/intervals.repeat_interval). It does not include
-    # the error of the baseline, which scales every figure on the device alike.
-    low: float | None = None
-    high: float | None = None
-    # Interleaved with the reference: the median ratio candidate/reference, the reference's
-    # median images/s during this measurement, and the baseline that turned the ratio into
-    # images_per_s. `measured_images_per_s` is the plain median of `rounds`.
-    relative: float | None = None
-    reference_images_per_s: float | None = None
-    baseline_images_per_s: float | None = None
-    measured_images_per_s: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Throughput:
-        return cls(**{**data, "rounds": tuple(data["rounds"])})
-
-
-@dataclass(frozen=True)
-class Latency:
-    p50_ms: float
-    p95_ms: float
-    spread: float  # interquartile range / median of the single-call times
-    trustworthy: bool
-    calls: int
-    warmup_calls: int
-    seconds: float
-    warmup_settled: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Latency:
-        return cls(**data)
 
 
 def _settled(times: list[float]) -> bool:

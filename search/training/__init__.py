@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from nas.search.training.pruning import n_m_mask as n_m_mask
     from nas.search.training.pruning import prunable_kernels as prunable_kernels
     from nas.search.training.pruning import sparsity_report as sparsity_report
-    from nas.search.training.train import TrainResult as TrainResult
+    from nas.search.training.result import TrainResult as TrainResult
     from nas.search.training.train import make_optimizer as make_optimizer
     from nas.search.training.train import train_and_evaluate as train_and_evaluate
 
@@ -20,7 +20,8 @@ __getattr__, __dir__ = lazy_exports(
         "compressed": ["train_compressed"],
         "precision": ["precision_policy"],
         "pruning": ["n_m_mask", "prunable_kernels", "sparsity_report"],
-        "train": ["TrainResult", "make_optimizer", "train_and_evaluate"],
+        "result": ["TrainResult"],
+        "train": ["make_optimizer", "train_and_evaluate"],
     },
 )
 

@@ -11,7 +11,8 @@ import keras
 from nas.search.data import Dataset
 from nas.search.nets import NetworkPlan, build_plan, transfer
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
-from nas.search.training.train import EpochCallback, TrainResult, train_and_evaluate
+from nas.search.training.result import TrainResult
+from nas.search.training.train import EpochCallback, train_and_evaluate
 
 
 def train_compressed(

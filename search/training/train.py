@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -24,17 +23,9 @@ from nas.search.runtime import import_tensorflow
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
 from nas.search.training.checkpoint import EpochCheckpoint
 from nas.search.training.pruning import Pruner
+from nas.search.training.result import TrainResult
 
 EpochCallback = Callable[[int, int, dict[str, float]], None]
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    accuracy: float  # validation accuracy of the trained model
-    loss: float
-    history: dict[str, list[float]]  # per epoch: loss, accuracy, val_loss, val_accuracy, seconds
-    seconds: float
-    images_per_s: float  # training images per second after the first epoch (which traces)
 
 
 def make_augmenter(spec: AugmentationSpec, seed: int) -> keras.Sequential | None:

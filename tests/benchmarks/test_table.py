@@ -133,7 +133,7 @@ def _replay(table: ModuleType, tab: Any, seed: int) -> tuple[list[optuna.trial.F
     document["search"]["early_stopping"] = {"method": "asha", "min_epochs": 1, "eta": 2}
     space = space_from_dict(document)
     evaluation = table.TableEvaluation(tab, space)
-    runner = TrialRunner(space, evaluation, num_classes=10, channels=1, on_phase=lambda _: None)
+    runner = TrialRunner(space, evaluation, on_phase=lambda _: None)
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.TPESampler(seed=seed))
     for _ in range(12):
         trial = study.ask()
@@ -297,3 +297,26 @@ def test_the_fast_gaussian_process_answers_as_sklearn_does_bit_for_bit() -> None
     assert [a.tobytes() for a in rbf] == [a.tobytes() for a in other.predict(rows[0], return_std=True)]
     assert [a.tobytes() for a in cov] == [a.tobytes() for a in cov_checked]
     assert [a.tobytes() for a in after] == [a.tobytes() for a in gps[0].predict(rows[1], return_std=True)]
+
+
+def test_the_replay_runs_the_engines_own_loop_without_tensorflow() -> None:
+    """nas' contenders in the replay are the engine's worker loop (run_worker) handed the
+    table's evaluation: nothing of TensorFlow is loaded, and the study the loop fills is a
+    nas study (its workers' identity, heartbeats and the space's records included)."""
+    import subprocess
+    import sys
+
+    from .package import environment
+
+    script = """
+import sys
+from benchmarks import replay, table
+from benchmarks.overheads import overheads
+points = replay.replay(replay.CONTENDERS[0], table.Table.load(), 0, 2, 60.0, overheads())
+assert points and all(0 < p.end_s <= 60.0 for p in points), points
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules, "TensorFlow was loaded"
+print(len(points))
+"""
+    result = subprocess.run([sys.executable, "-c", script], env=environment(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.strip().splitlines()[-1]) > 0
