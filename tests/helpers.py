@@ -149,6 +149,19 @@ class StderrLines:
         return "".join(self.lines)
 
 
+def kill_nas_at(text: str, *args: str, cwd: Path) -> str:
+    """Start `nas ARGS`, `kill -9` it once `text` appears on its stderr (a state it has
+    reached, not a time), and return what it printed."""
+    process = start_nas(*args, cwd=cwd)
+    lines = StderrLines(process)
+    try:
+        lines.wait_for(text)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    return lines.text()
+
+
 # The servers the `server` tests use, as the README and .ci/run state: PostgreSQL and MariaDB
 # (the mysql backend), each with a database `test` its user may create tables in.
 SERVERS = {

@@ -4,7 +4,6 @@ test set the search never read; killed, it resumes from its last epoch; its mode
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import optuna
 import pytest
 import yaml
 
-from ..helpers import QUICK_MEASURE, StderrLines, run_cli, start_nas
+from ..helpers import QUICK_MEASURE, kill_nas_at, run_cli
 
 
 def _write_npz(path: Path, x: np.ndarray, y: np.ndarray) -> str:
@@ -87,13 +86,7 @@ def test_a_killed_final_training_resumes_from_its_last_epoch_and_its_model_expor
     searched = run_cli("search", str(path), "--storage", storage, cwd=tmp_path)
     assert searched.returncode == 0, searched.stderr[-3000:]
 
-    process = start_nas("train", "final", "--storage", storage, cwd=tmp_path)
-    lines = StderrLines(process)
-    try:
-        lines.wait_for("epoch 2/6")
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
+    kill_nas_at("epoch 2/6", "train", "final", "--storage", storage, cwd=tmp_path)
     assert "final" not in optuna.load_study(study_name="final", storage=storage).user_attrs  # nothing finished
 
     resumed = run_cli("train", "final", "--storage", storage, cwd=tmp_path)

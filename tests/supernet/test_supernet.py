@@ -6,7 +6,6 @@ search resumes and exports like any study."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import yaml
 
 from nas.storage.weights import WeightStore
 
-from ..helpers import QUICK_MEASURE, StderrLines, run_cli, start_nas
+from ..helpers import QUICK_MEASURE, kill_nas_at, run_cli
 
 
 def _space(**search: Any) -> dict[str, Any]:
@@ -311,13 +310,7 @@ def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_f
     space["model"]["stages"] = space["model"]["stages"][:2]
     path.write_text(yaml.safe_dump(space))
     storage = f"sqlite:///{tmp_path / 'nas.db'}"
-    process = start_nas("search", str(path), "--storage", storage, cwd=tmp_path)
-    lines = StderrLines(process)
-    try:
-        lines.wait_for("supernet: epoch 1/2")
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
+    kill_nas_at("supernet: epoch 1/2", "search", str(path), "--storage", storage, cwd=tmp_path)
     first = optuna.load_study(study_name="elastic", storage=storage).user_attrs["supernet"]
     assert first["done"] == 1 and not optuna.load_study(study_name="elastic", storage=storage).trials
 
