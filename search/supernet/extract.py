@@ -55,8 +55,9 @@ def recalibrate(model: keras.Model, batches: Iterable[Any]) -> int:
     `batches`, each batch run with batch statistics (as in training) and no dropout; the
     statistics the supernet kept belong to no particular subnet. Returns the batches used.
     Only the moving statistics change."""
-    norms = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
-    dropouts = [layer for layer in model.layers if isinstance(layer, keras.layers.Dropout)]
+    layers = _all_layers(model)
+    norms = [layer for layer in layers if isinstance(layer, keras.layers.BatchNormalization)]
+    dropouts = [layer for layer in layers if isinstance(layer, keras.layers.Dropout)]
     momenta = [bn.momentum for bn in norms]
     rates = [d.rate for d in dropouts]
     seen = 0
@@ -75,3 +76,14 @@ def recalibrate(model: keras.Model, batches: Iterable[Any]) -> int:
         for d, rate in zip(dropouts, rates, strict=True):
             d.rate = rate
     return seen
+
+
+def _all_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """Every layer, those of nested models included (a keras.applications network wrapped in
+    another model keeps its BatchNormalization layers one level down)."""
+    out: list[keras.layers.Layer] = []
+    for layer in model.layers:
+        out.append(layer)
+        if isinstance(layer, keras.Model):
+            out.extend(_all_layers(layer))
+    return out

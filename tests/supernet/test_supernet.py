@@ -404,3 +404,21 @@ def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_
     # Told not to finish (a benchmark's clock), the engine stops after the trials.
     again = nas.api.search(space, storage=storage, study="unfinished", trials=1, finish=False)
     assert "finetuned" not in again.optuna.user_attrs and "confirmed" not in again.optuna.user_attrs
+
+
+def test_recalibration_reaches_the_batchnorm_of_a_nested_model() -> None:
+    """A keras.applications network wrapped in another model (benchmarks/fashion_references.py)
+    keeps its BatchNormalization one level down: re-estimating must reach it."""
+    import keras
+    import numpy as np
+
+    from nas.search.supernet.extract import recalibrate
+
+    inner = keras.Sequential([keras.Input((4, 4, 1)), keras.layers.Conv2D(2, 1), keras.layers.BatchNormalization()])
+    inputs = keras.Input((4, 4, 1))
+    outer = keras.Model(inputs, inner(keras.layers.Rescaling(2.0)(inputs)))
+    batch = np.full((8, 4, 4, 1), 3.0, dtype=np.float32)
+    assert recalibrate(outer, [(batch, None)]) == 1
+    norm = inner.layers[-1]
+    expected = np.asarray(inner.layers[0](2.0 * batch)).mean(axis=(0, 1, 2))
+    np.testing.assert_allclose(np.asarray(norm.moving_mean), expected, rtol=1e-5)
