@@ -28,12 +28,9 @@ import copy
 import json
 import math
 import multiprocessing
-import random
 import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +40,8 @@ import optuna
 from benchmarks import gp_fast, scoring
 from benchmarks import table as tables
 from benchmarks.overheads import overhead_sources, overheads
-from benchmarks.simclock import ClockedEvaluation, SimClock
+from benchmarks.scoring import bootstrap_interval
+from benchmarks.simclock import ClockedEvaluation, SimClock, run_workers
 from nas.search.engine import JoinedStudy, SearchEvents, SearchOptions, TrialReport, prepare_study, run_worker
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import resolve_storage_url
@@ -87,25 +85,6 @@ def _space(table: tables.Table, early_stopping: dict[str, Any] | None) -> Search
     space = space_from_dict(document, "the table's space")
     assert json.loads(space.fingerprint()) == table.header["space"]
     return space
-
-
-def _run_workers(workers: int, body: Callable[[int], None]) -> None:
-    """Run `body(index)` in one thread per worker; the first error is raised here."""
-    errors: list[BaseException] = []
-
-    def guarded(index: int) -> None:
-        try:
-            body(index)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def replay_nas(
@@ -153,7 +132,7 @@ def replay_nas(
             finally:
                 clock.leave()
 
-        _run_workers(workers, work)
+        run_workers(workers, work)
         storage.engine.dispose()
     return points
 
@@ -194,7 +173,7 @@ def replay_optuna(
         finally:
             clock.leave()
 
-    _run_workers(workers, work)
+    run_workers(workers, work)
     return points
 
 
@@ -265,7 +244,7 @@ def replay_keras_tuner(
             finally:
                 clock.leave()
 
-        _run_workers(workers, work)
+        run_workers(workers, work)
     return points
 
 
@@ -289,13 +268,6 @@ def reference_point(table: tables.Table) -> tuple[float, float]:
 
 def hv_curve(points: list[Point], ref: tuple[float, float], grid: list[float]) -> list[float]:
     return [scoring.front_hypervolume([(p.accuracy, p.throughput) for p in points if p.end_s <= t], ref) for t in grid]
-
-
-def bootstrap_interval(diffs: list[float], *, rounds: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean paired difference over seeds."""
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(rounds))
-    return means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]
 
 
 GRID_POINTS = 60

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 from collections.abc import Iterable
 
@@ -62,3 +63,10 @@ def overhead_seconds(gaps: list[tuple[float, float]]) -> float:
     not lowered by a tool whose training itself is slower (nan: no gaps)."""
     idle = [idle for idle, _ in gaps]
     return statistics.median(idle) if idle else float("nan")
+
+
+def bootstrap_interval(diffs: list[float], *, rounds: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean paired difference over seeds."""
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(rounds))
+    return means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]

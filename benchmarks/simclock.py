@@ -5,6 +5,7 @@ sees them RUNNING, a rung reads only what was there at its moment, and a seed re
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from benchmarks import table as tables
 from nas.search.space import SearchSpace
@@ -58,3 +59,22 @@ class ClockedEvaluation(tables.TableEvaluation):
     def charge(self, seconds: float) -> None:
         super().charge(seconds)
         self.sim.advance(seconds)
+
+
+def run_workers(workers: int, body: Callable[[int], None]) -> None:
+    """Run `body(index)` in one thread per worker; the first error is raised here."""
+    errors: list[BaseException] = []
+
+    def guarded(index: int) -> None:
+        try:
+            body(index)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -194,7 +194,7 @@ def test_the_simulated_clock_runs_the_earliest_worker_alone_and_replays_exactly(
             finally:
                 clock.leave()
 
-        replay._run_workers(3, body)
+        benchmark("simclock").run_workers(3, body)
         return log
 
     log = run_once()
