@@ -179,7 +179,6 @@ def _replay_module() -> ModuleType:
 
 
 def test_the_simulated_clock_runs_the_earliest_worker_alone_and_replays_exactly() -> None:
-    replay = _replay_module()
 
     def run_once() -> list[tuple[int, float]]:
         clock, log = benchmark("simclock").SimClock(3), []
