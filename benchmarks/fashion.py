@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.fashion_references import REFERENCES, reference
 from benchmarks.fashion_report import measure, report
@@ -50,11 +51,11 @@ from benchmarks.fashion_state import (
 )
 
 
-def _nas(args: list[str], seconds: float) -> int:
+def _nas(args: list[str], seconds: float, artifacts: Path = RUNS / "artifacts") -> int:
     """`nas ARGS` in its own process, stopped (SIGINT, then SIGKILL) when `seconds` run out:
     nas' own resume picks up from there. Returns its exit status (130 or -9 when stopped)."""
     WORK.mkdir(parents=True, exist_ok=True)
-    env = os.environ | {"NAS_STORAGE": f"sqlite:///{DATABASE}", "NAS_ARTIFACTS": str(RUNS / "artifacts")}
+    env = os.environ | {"NAS_STORAGE": f"sqlite:///{DATABASE}", "NAS_ARTIFACTS": str(artifacts)}
     process = subprocess.Popen([sys.executable, "-m", "nas", *args], cwd=REPO, env=env)
     try:
         return process.wait(timeout=max(1.0, seconds))
@@ -86,9 +87,11 @@ def search(minutes: float) -> None:
 
 
 def train(minutes: float) -> None:
-    """`nas train` on the study's front (the preset's final recipe), stopped after `minutes`."""
+    """`nas train` on the study's front (the preset's final recipe), stopped after `minutes`.
+    Its checkpoints are kept under benchmarks/fashion-runs/ and committed with the piece, so a
+    training cut by the piece's end resumes in the next session at its last epoch."""
     started = time.monotonic()
-    code = _nas(["train", STUDY], minutes * 60)
+    code = _nas(["train", STUDY], minutes * 60, WORK / "artifacts")
     state = progress()
     state["chunks"].append(chunk("train", time.monotonic() - started, code))
     save_progress(state)
