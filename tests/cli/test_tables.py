@@ -116,6 +116,18 @@ def test_a_supernet_front_shows_its_fine_tuned_accuracy_beside_the_inherited_one
     assert "fine-tuned" not in [c.header for c in pareto_columns(RECORDS, ["accuracy", "throughput"], wide=False)]
 
 
+def test_a_final_trained_front_shows_its_test_accuracy_beside_the_search_s() -> None:
+    trained = [RECORDS[0] | {"test_accuracy": 0.9412}, RECORDS[1] | {"test_accuracy": None}]
+    columns = pareto_columns(trained, ["accuracy", "throughput"], wide=False)
+    assert [c.header for c in columns][:3] == ["trial", "accuracy", "test"]
+    assert columns[2].cells == ["0.9412", "-"] and columns[2].drop == 0  # never left out for width
+    text, dropped = _render(columns, 80)
+    assert dropped == [] and "0.9412" in text
+    wide = pareto_columns(trained, ["accuracy", "throughput"], wide=True)
+    assert [c.header for c in wide][4] == "test (final)" and wide[4].cells == ["0.9412", "-"]
+    assert "test" not in [c.header for c in pareto_columns(RECORDS, ["accuracy", "throughput"], wide=False)]
+
+
 def test_parameter_lines_print_what_is_shared_once() -> None:
     lines = parameter_lines(RECORDS)
     assert lines[0] == "all: stage0.kernel=3, batch_size=64"
