@@ -5,7 +5,7 @@ network trained with exactly that recipe. Every test accuracy is read once, afte
 every throughput is measured by nas' protocol, all networks together in one process.
 
 Each piece resumes after a kill and stops within its --minutes; its results go under
-benchmarks/fashion/ (committed as each piece ends: the study database, one JSON per
+benchmarks/fashion-runs/ (committed as each piece ends: the study database, one JSON per
 reference, the throughput of all), then `report` writes the table, the plot and
 benchmarks/fashion.json:
 
@@ -111,7 +111,7 @@ def status() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("piece", choices=["search", "train", "reference", "measure", "report", "status"])
-    parser.add_argument("name", nargs="?", help="reference: one of the references, or all")
+    parser.add_argument("name", nargs="?", choices=[*REFERENCES, "all"], help="reference: one of them, or all")
     parser.add_argument("--minutes", type=float, default=55.0, help="stop this piece after so long (it resumes)")
     args = parser.parse_args()
     if args.piece == "search":

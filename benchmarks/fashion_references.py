@@ -5,7 +5,9 @@ preset's final recipe in nas' own training loop, then scored once on the test se
 
 keras.applications' BatchNormalization keeps moving statistics with momentum 0.999; a
 reference's test accuracy is scored after they are estimated again on 2,048 training images
-(as a subnet's are), and the figure with the moving statistics is kept beside it.
+(as a subnet's are), and the figure with the moving statistics is kept beside it. nas'
+networks (momentum 0.9) are scored with their moving statistics: if anything, the rule favours
+the references.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchmarks import stamps
-from benchmarks.fashion_state import RUNS, WORK, recipe_space
+from benchmarks.fashion_state import WORK, recipe_space
 
 REFERENCE_SIZE = 32
 CALIBRATION_IMAGES = 2048
@@ -105,7 +107,7 @@ def reference(name: str, minutes: float) -> None:
     import keras
 
     from nas.search.data import load_dataset
-    from nas.search.engine.final import final_data
+    from nas.search.engine.final import final_data, final_recipe
     from nas.search.engine.supernet import calibration_batches, evaluate
     from nas.search.supernet.extract import recalibrate
     from nas.search.training.checkpoint import EpochCheckpoint
@@ -127,22 +129,12 @@ def reference(name: str, minutes: float) -> None:
         learning_rate=float(final.learning_rate or 0.004),
         batch_size=int(final.batch_size or 128),
     )
-    recipe = {
-        "reference": name,
-        "epochs": candidate.epochs,
-        "warmup_epochs": final.warmup_epochs,
-        "learning_rate": candidate.learning_rate,
-        "batch_size": candidate.batch_size,
-        "optimizer": candidate.optimizer,
-        "label_smoothing": final.label_smoothing,
-        "augmentation": (final.augmentation or space.spec.dataset.augmentation).model_dump(mode="json"),
-        "data": final.data,
-        "image_size": size,
-        "seed": final.seed,
-    }
+    augmentation = final.augmentation or space.spec.dataset.augmentation
+    recipe = final_recipe(final, candidate, augmentation, reference=name, image_size=size)
     keras.utils.set_random_seed(final.seed)
     model = build()
-    checkpoint = EpochCheckpoint(RUNS / "references" / f"{name}.ckpt.npz", recipe)
+    # Kept with the results (committed): a piece that ends mid-training resumes next session.
+    checkpoint = EpochCheckpoint(WORK / "checkpoints" / f"{name}.ckpt.npz", recipe)
     deadline = time.monotonic() + minutes * 60
 
     def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
@@ -150,7 +142,6 @@ def reference(name: str, minutes: float) -> None:
         if time.monotonic() > deadline and epoch < epochs:
             raise TimeoutError  # the checkpoint of this epoch is written: the next piece resumes
 
-    augmentation = final.augmentation or space.spec.dataset.augmentation
     started = time.monotonic()
     try:
         result = train_and_evaluate(

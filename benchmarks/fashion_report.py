@@ -88,11 +88,16 @@ def measure() -> None:
 def rows() -> list[dict[str, Any]]:
     """One row per network: test accuracy (after the same final recipe) and throughput (from
     `measure`, all together), nas' front and the references."""
-    measured = json.loads((WORK / "throughput.json").read_text())["networks"]
+    path = WORK / "throughput.json"
+    if not path.is_file():
+        raise SystemExit("no throughput yet: run `python -m benchmarks.fashion measure` first")
+    measured = json.loads(path.read_text())["networks"]
     out = []
     found = study()
     for number, f in sorted(final_trained(found).items(), key=lambda item: int(item[0])):
         name = f"nas trial {number}"
+        if name not in measured:
+            raise SystemExit(f"{name} was final-trained after `measure` ran: run it again")
         out.append({"name": name, "kind": "nas", "test_accuracy": f["test_accuracy"], **measured[name]})
     for name in REFERENCES:
         path = WORK / "references" / f"{name}.json"

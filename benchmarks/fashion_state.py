@@ -13,7 +13,7 @@ from benchmarks import stamps
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORK = HERE / "fashion-runs"  # committed: the study, the references' figures, the throughput
-RUNS = REPO / "runs" / "fashion"  # not committed: checkpoints and models of the running pieces
+RUNS = REPO / "runs" / "fashion"  # not committed: the search's per-trial weights
 STUDY = "fashion_mnist"
 SPACE = "fashion_mnist"  # the preset
 DATABASE = WORK / "fashion.db"

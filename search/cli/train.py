@@ -34,6 +34,9 @@ def train(
         bool,
         typer.Option("--from-scratch", help="In a supernet study: fresh weights instead of the inherited ones."),
     ] = False,
+    again: Annotated[
+        bool, typer.Option("--again", help="Train again a trial already final-trained with the same recipe.")
+    ] = False,
     storage: StorageOpt = None,
     artifacts: ArtifactsOpt = None,
     debug: DebugOpt = False,
@@ -61,7 +64,7 @@ def train(
     runtime.import_tensorflow()
     view = StepView(err)
     try:
-        figures = strategy_for(joined.space).train_final(joined, view, trials=asked, scratch=from_scratch)
+        figures = strategy_for(joined.space).train_final(joined, view, trials=asked, scratch=from_scratch, again=again)
     finally:
         view.stop()
     shown = [str(n) for n in asked] if asked else sorted(figures, key=lambda n: -figures[n]["test_accuracy"])

@@ -24,7 +24,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.errors import NasError
+from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.front import final_figures, noise_aware_front, objective_names
@@ -34,7 +34,8 @@ from nas.search.engine.supernet import evaluate
 from nas.search.hardware import HardwareProfiler
 from nas.search.nets import build_plan
 from nas.search.records import StudyAttr
-from nas.search.space import Candidate
+from nas.search.space import AugmentationSpec, Candidate
+from nas.search.space.spec import FinalSpec
 from nas.search.training import precision_policy, train_compressed
 from nas.search.training.checkpoint import EpochCheckpoint
 from nas.search.training.train import train_and_evaluate
@@ -86,8 +87,9 @@ def final_data(data: Dataset, use: str) -> tuple[Dataset, Dataset]:
     between epochs; the test set is never among them."""
     if data.x_test is None or data.y_test is None:
         raise NasError(
-            "dataset: no test set to score the final training on; set dataset.test_path or dataset.test_fraction "
-            "(the built-in Keras data sets bring their own)"
+            "dataset: no test set to score the final training on; add dataset.test_path to the space file and run "
+            "`nas search` on it once (it changes nothing the search read), or search with dataset.test_fraction "
+            "(a new study: it changes the training data); Keras' data sets bring their own"
         )
     train = data
     if use == "train+validation":
@@ -102,12 +104,30 @@ def final_data(data: Dataset, use: str) -> tuple[Dataset, Dataset]:
     return replace(train, x_test=None, y_test=None), test
 
 
+def final_recipe(spec: FinalSpec, candidate: Candidate, augmentation: AugmentationSpec, **more: Any) -> dict[str, Any]:
+    """What a final training is, stored with its figures and its checkpoint: the same recipe
+    gives the same training (benchmarks/fashion_references.py gives the references this one)."""
+    return {
+        **more,
+        "epochs": candidate.epochs,
+        "warmup_epochs": spec.warmup_epochs,
+        "learning_rate": candidate.learning_rate,
+        "batch_size": candidate.batch_size,
+        "optimizer": candidate.optimizer,
+        "label_smoothing": spec.label_smoothing,
+        "augmentation": augmentation.model_dump(mode="json"),
+        "data": spec.data,
+        "seed": spec.seed,
+    }
+
+
 def train_final(
     joined: JoinedStudy,
     events: SearchEvents,
     make_start: Callable[[Dataset], Start],
     *,
     trials: list[int] | None = None,
+    again: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Train, score and keep each chosen trial; returns every trial's final figures. Under the
     study's lock for it: two `nas train` of one study never train one trial twice at once."""
@@ -115,7 +135,7 @@ def train_final(
     url = joined.options.storage
     with study_lock(url, joined.storage.engine, f"{name}/final"):
         study = optuna.load_study(study_name=name, storage=joined.storage)
-        return _train_final(study, joined, events, make_start, trials)
+        return _train_final(study, joined, events, make_start, trials, again)
 
 
 def _train_final(
@@ -124,6 +144,7 @@ def _train_final(
     events: SearchEvents,
     make_start: Callable[[Dataset], Start],
     asked: list[int] | None,
+    again: bool,
 ) -> dict[str, dict[str, Any]]:
     space, options = joined.space, joined.options
     recipe_spec = space.spec.final
@@ -134,6 +155,7 @@ def _train_final(
     root = default_artifact_root(options.storage, options.artifacts)
     folder = own_folder(own_folder(root, safe_name(study.study_name, "study")), "final")
     figures = dict(final_figures(study))
+    names = objective_names(study)
     augmentation = recipe_spec.augmentation or space.spec.dataset.augmentation
     profiler = HardwareProfiler(space.spec.measure, None)  # measured again, never read from the cache
     todo = []
@@ -145,21 +167,14 @@ def _train_final(
             batch_size=recipe_spec.batch_size or candidate.batch_size,
             learning_rate=recipe_spec.learning_rate or start.rate(candidate.learning_rate),
         )
-        recipe = {
-            "start": start.name,
-            "epochs": candidate.epochs,
-            "warmup_epochs": recipe_spec.warmup_epochs,
-            "learning_rate": candidate.learning_rate,
-            "batch_size": candidate.batch_size,
-            "optimizer": candidate.optimizer,
-            "label_smoothing": recipe_spec.label_smoothing,
-            "augmentation": augmentation.model_dump(mode="json"),
-            "data": recipe_spec.data,
-            "seed": recipe_spec.seed,
-        }
+        recipe = final_recipe(recipe_spec, candidate, augmentation, start=start.name)
         held = figures.get(str(t.number))
-        model_file = folder / f"trial-{t.number}.keras"
-        if held and held["recipe"] == recipe and model_file.is_file() and sha256_file(model_file) == held["sha256"]:
+        if held and held["recipe"] == recipe and not again:
+            if not Path(held["model"]).is_file():
+                events.message(
+                    f"trial {t.number}: final-trained with this recipe already (figures kept), but its model is not "
+                    f"at {held['model']}: `nas export` cannot export it until it is trained again"
+                )
             continue
         todo.append((t, candidate, recipe))
     if not todo:
@@ -220,6 +235,12 @@ def _train_final(
                 partial = model_file.with_name(model_file.name + ".partial.keras")
                 model.save(partial)
                 partial.replace(model_file)
+        except (TrainingDiverged, ConversionError) as exc:
+            # That trial has no final figures; the others go on (a checkpoint of another recipe
+            # or a diverged run is no start for the next try).
+            checkpoint.remove()
+            events.message(f"Warning: trial {t.number} not final-trained: {exc}")
+            continue
         finally:
             keras.backend.clear_session(free_memory=True)
         primary = cost.primary
@@ -228,9 +249,7 @@ def _train_final(
             "recipe": recipe,
             "test_accuracy": round(test_accuracy, 6),
             "keras_test_accuracy": round(keras_test, 6),
-            "search_accuracy": t.values[objective_names(study).index("accuracy")]
-            if "accuracy" in objective_names(study)
-            else None,
+            "search_accuracy": t.values[names.index("accuracy")] if "accuracy" in names else None,
             "history": {k: [round(v, 5) for v in vs] for k, vs in result.history.items()},
             "seconds": round(sum(result.history["seconds"]), 1),
             "throughput": round(primary.images_per_s, 2),

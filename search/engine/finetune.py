@@ -190,16 +190,18 @@ def _keep(store: WeightStore | None, study: str, number: int, model: keras.Model
 
 def inherited_start(joined: JoinedStudy, data: Dataset) -> Start:
     """`nas train` on a supernet study: each subnet starts from its inherited weights,
-    re-calibrated as its trial's were, at a tenth of the rate its trial trained with."""
+    re-calibrated as its trial's were, at a tenth of the rate its trial trained with. The
+    supernet is loaded for the first network trained, not before (there may be none)."""
     space, options = joined.space, joined.options
-    name = joined.study.study_name
-    path = checkpoint_path(options.storage, options.artifacts, name)
-    supernet = _trained_supernet(joined.study, space, data, path, options.seed)
-    calibration = calibration_batches(
-        data, supernet.candidate.batch_size, space.spec.search.supernet.calibration_batches
-    )
+    loaded: list[tuple[Supernet, list[Any]]] = []
 
     def model(candidate: Candidate, seed: int) -> keras.Model:
+        if not loaded:
+            path = checkpoint_path(options.storage, options.artifacts, joined.study.study_name)
+            supernet = _trained_supernet(joined.study, space, data, path, options.seed)
+            batches = space.spec.search.supernet.calibration_batches
+            loaded.append((supernet, calibration_batches(data, supernet.candidate.batch_size, batches)))
+        supernet, calibration = loaded[0]
         keras.utils.set_random_seed(seed)
         subnet = extract(supernet, candidate)
         recalibrate(subnet, calibration)

@@ -92,7 +92,13 @@ class Strategy:
         return from_scratch()
 
     def train_final(
-        self, joined: JoinedStudy, events: SearchEvents, *, trials: list[int] | None = None, scratch: bool = False
+        self,
+        joined: JoinedStudy,
+        events: SearchEvents,
+        *,
+        trials: list[int] | None = None,
+        scratch: bool = False,
+        again: bool = False,
     ) -> dict[str, Any]:
         """`nas train`: the front (or `trials`) trained with the space's final recipe and
         scored on the test set (engine/final.py)."""

@@ -244,6 +244,8 @@ class SearchSpace:
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
         # `final` acts after the search (nas train), like the search's own budget and sampler.
         data = self.spec.model_dump(mode="json", exclude={"name", "search", "final"}, exclude_defaults=True)
+        # The test set is read by `nas train` only: one can be added to a finished study.
+        data.get("dataset", {}).pop("test_path", None)
         stride = self.spec.model.stem_stride
         if stride.fixed and "stem_stride" in data["model"]:
             # A fixed stride was a plain number before it became searchable: studies made then resume.

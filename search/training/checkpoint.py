@@ -44,9 +44,9 @@ class EpochCheckpoint:
                 return 0, {}
             weights = [held[f"w{i}"] for i in range(meta["weights"])]
             variables = [held[f"o{i}"] for i in range(meta["optimizer"])]
+        if len(variables) != len(optimizer.variables) or len(weights) != len(model.weights):
+            return 0, {}  # another network's (the recipe matched, the trial did not): start afresh
         model.set_weights(weights)
-        if len(variables) != len(optimizer.variables):
-            raise ValueError(f"{self.path}: {len(variables)} optimizer variables, expected {len(optimizer.variables)}")
         for variable, value in zip(optimizer.variables, variables, strict=True):
             variable.assign(value)
         return int(meta["epoch"]), meta["history"]
