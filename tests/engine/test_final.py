@@ -125,6 +125,41 @@ def test_a_killed_final_training_resumes_from_its_last_epoch_and_its_model_expor
     assert manifest["passed"] is True and record["parity"]["passed"]
     assert record["final"]["test_accuracy"] == figures["test_accuracy"]
 
+    # A fresh clone of the results (the figures in the database, not the model file): nothing is
+    # trained again unasked, and the export says why it cannot export that trial.
+    Path(figures["model"]).unlink()
+    kept = run_cli("train", "final", "--storage", storage, cwd=tmp_path)
+    assert kept.returncode == 0 and "Final training of" not in kept.stderr
+    assert f"trial {number}: final-trained with this recipe already (figures kept)" in kept.stderr
+    missing = run_cli(
+        "export",
+        "final",
+        "--storage",
+        storage,
+        "--format",
+        "tflite",
+        "--out",
+        str(out),
+        "--trial",
+        number,
+        cwd=tmp_path,
+    )
+    assert missing.returncode == 2 and "the final-trained model of trial" in missing.stderr
+
+
+def test_a_test_path_is_outside_the_study_s_fingerprint(tmp_path: Path) -> None:
+    """Adding a test set to a finished study's space file changes nothing the search read."""
+    from nas.search.space import space_from_dict
+
+    train, test, _ = _images(tmp_path)
+    with_test = space_from_dict(_space(train, test))
+    without = _space(train, test)
+    del without["dataset"]["test_path"]
+    assert with_test.fingerprint() == space_from_dict(without).fingerprint()
+    held_out = _space(train, test)
+    held_out["dataset"] = {**held_out["dataset"], "test_path": None, "test_fraction": 0.2}
+    assert space_from_dict(held_out).fingerprint() != with_test.fingerprint()  # other training data
+
 
 def test_a_final_training_needs_a_test_set_and_finished_trials(tmp_path: Path) -> None:
     from nas.errors import NasError
