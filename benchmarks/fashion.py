@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import stamps
 from benchmarks.fashion_references import REFERENCES, reference
 from benchmarks.fashion_report import measure, report
 from benchmarks.fashion_state import (
@@ -78,11 +79,11 @@ def search(minutes: float) -> None:
         print(f"search: its {SEARCH_SECONDS} s are spent")
         return
     seconds = min(left, minutes * 60)
-    started = time.monotonic()
+    started, code_of = time.monotonic(), stamps.commit()
     code = _nas(["search", SPACE, "--study", STUDY, "--trials", "1000", "--timeout", f"{seconds:.0f}"], seconds + 900)
     spent = time.monotonic() - started
     state["search_seconds"] += min(spent, seconds)
-    state["chunks"].append(chunk("search", spent, code))
+    state["chunks"].append(chunk("search", spent, code, code_of))
     save_progress(state)
 
 
@@ -90,10 +91,10 @@ def train(minutes: float) -> None:
     """`nas train` on the study's front (the preset's final recipe), stopped after `minutes`.
     Its checkpoints are kept under benchmarks/fashion-runs/ and committed with the piece, so a
     training cut by the piece's end resumes in the next session at its last epoch."""
-    started = time.monotonic()
+    started, code_of = time.monotonic(), stamps.commit()
     code = _nas(["train", STUDY], minutes * 60, WORK / "artifacts")
     state = progress()
-    state["chunks"].append(chunk("train", time.monotonic() - started, code))
+    state["chunks"].append(chunk("train", time.monotonic() - started, code, code_of))
     save_progress(state)
 
 

@@ -30,13 +30,14 @@ def save_progress(state: dict[str, Any]) -> None:
     (WORK / "progress.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
-def chunk(piece: str, seconds: float, code: int) -> dict[str, Any]:
-    """One piece that ran: what, how long, its exit status, and the stamps RESULTS.md names."""
+def chunk(piece: str, seconds: float, code: int, commit: str) -> dict[str, Any]:
+    """One piece that ran: what, how long, its exit status, and the stamps RESULTS.md names
+    (the commit checked out when it started: the code it ran)."""
     return {
         "piece": piece,
         "seconds": round(seconds, 1),
         "exit": code,
-        "commit": stamps.commit(),
+        "commit": commit,
         "machine": stamps.machine(),
         "ended": stamps.now(),
     }
