@@ -18,7 +18,7 @@ runtime.import_tensorflow()
 import keras
 
 from nas.search.data import Dataset, load_dataset
-from nas.search.engine import SearchEvents, SearchOptions, collector, evaluation, loop, run_search
+from nas.search.engine import SearchEvents, SearchOptions, collector, keras_evaluation, loop, run_search
 from nas.search.space import load_space
 from nas.storage import resolve_storage_url
 
@@ -54,7 +54,7 @@ def test_a_failed_trials_model_is_freed_and_the_loop_freezes_after_every_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models: list[weakref.ref[keras.Model]] = []
-    build = evaluation.build_plan
+    build = keras_evaluation.build_plan
 
     def build_and_watch(*args: Any, **kwargs: Any) -> keras.Model:
         model = build(*args, **kwargs)
@@ -67,7 +67,7 @@ def test_a_failed_trials_model_is_freed_and_the_loop_freezes_after_every_trial(
         freezes.append(1)
         collector.freeze_survivors()
 
-    monkeypatch.setattr(evaluation, "build_plan", build_and_watch)
+    monkeypatch.setattr(keras_evaluation, "build_plan", build_and_watch)
     monkeypatch.setattr(loop, "freeze_survivors", counted)
     space = load_space("tiny")
     good = load_dataset(space.spec.dataset)
