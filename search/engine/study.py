@@ -113,13 +113,19 @@ class JoinedStudy:
     options: SearchOptions
 
 
+def shared_options(study: optuna.Study) -> dict[str, Any]:
+    """The options every worker of the study shares (sampler, seed, screening, weights...), as
+    `nas search` stored them; empty for a study made before they were stored."""
+    return dict(study.user_attrs.get(StudyAttr.SEARCH) or {})
+
+
 def join_study(url: StorageURL, name: str, timeout: float | None = None) -> JoinedStudy:
     storage = open_storage(url, create=False)
     study = load_existing_study(storage, name, url)
     attrs = study.user_attrs
     document, shared, budget = (
         attrs.get(StudyAttr.SPACE_DOCUMENT),
-        attrs.get(StudyAttr.SEARCH),
+        shared_options(study) or None,
         attrs.get(StudyAttr.BUDGET),
     )
     if document is None or shared is None or budget is None:

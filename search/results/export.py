@@ -29,6 +29,7 @@ from nas.search.engine import load_existing_study
 from nas.search.engine.final import final_model_file
 from nas.search.engine.front import final_figures, finetuned, objective_names, throughput_interval
 from nas.search.engine.stored import rebuild, study_space, trial_plans
+from nas.search.engine.study import shared_options
 from nas.search.nets import build_plan
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
 from nas.search.runtime import import_tensorflow
@@ -244,7 +245,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     data = load_dataset(space.spec.dataset, warn=say)
     x_val = data.x_val.astype(np.float32) / 255.0
     representative = data.x_train[:200].astype(np.float32) / 255.0
-    seed = int(study.user_attrs.get(StudyAttr.SEARCH, {}).get("seed", 0))
+    seed = int(shared_options(study).get("seed", 0))
     results = []
     tuned_figures = finetuned(study)
     for t in chosen:
