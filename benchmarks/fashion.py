@@ -63,7 +63,9 @@ def _nas(args: list[str], seconds: float, artifacts: Path = RUNS / "artifacts") 
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGINT)  # a search finishes its running trial; a training stops
         try:
-            return process.wait(timeout=600)
+            # A search's last trial may take minutes; `nas train` was seen to train on after
+            # SIGINT, and its checkpoints make a kill safe (atomic writes, resumed at the epoch).
+            return process.wait(timeout=600 if args[0] == "search" else 60)
         except subprocess.TimeoutExpired:
             process.kill()
             return process.wait()
