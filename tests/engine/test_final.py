@@ -105,19 +105,8 @@ def test_a_killed_final_training_resumes_from_its_last_epoch_and_its_model_expor
     assert again.returncode == 0 and "Final training of" not in again.stderr, again.stderr[-2000:]
 
     out = tmp_path / "exported"
-    exported = run_cli(
-        "export",
-        "final",
-        "--storage",
-        storage,
-        "--format",
-        "tflite",
-        "--out",
-        str(out),
-        "--trial",
-        number,
-        cwd=tmp_path,
-    )
+    export = ("export", "final", "--storage", storage, "--format", "tflite", "--out", str(out), "--trial", number)
+    exported = run_cli(*export, cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "final-trained 6 epochs" in exported.stderr
     manifest = json.loads((out / "manifest.json").read_text())
@@ -131,19 +120,7 @@ def test_a_killed_final_training_resumes_from_its_last_epoch_and_its_model_expor
     kept = run_cli("train", "final", "--storage", storage, cwd=tmp_path)
     assert kept.returncode == 0 and "Final training of" not in kept.stderr
     assert f"trial {number}: final-trained with this recipe already (figures kept)" in kept.stderr
-    missing = run_cli(
-        "export",
-        "final",
-        "--storage",
-        storage,
-        "--format",
-        "tflite",
-        "--out",
-        str(out),
-        "--trial",
-        number,
-        cwd=tmp_path,
-    )
+    missing = run_cli(*export, cwd=tmp_path)
     assert missing.returncode == 2 and "the final-trained model of trial" in missing.stderr
 
 
