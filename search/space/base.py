@@ -3,6 +3,7 @@ that turns a YAML value (a constant or a `{choice: ...}`/`{int: ...}` range) int
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -20,6 +21,15 @@ def fixed(fields: dict[str, tuple[Kind, Check | None]], values: dict[str, Any], 
     return Param(fields[name][0], value=values[name])
 
 
-def parsed(kind: Kind, check: Check | None = None) -> BeforeValidator:
+@dataclass(frozen=True)
+class Parsed(BeforeValidator):
+    """The validator of a searchable field, which keeps the field's kind and domain readable: the
+    guide's space reference (scripts/docs_hooks.py) is generated from them."""
+
+    kind: Kind = "str"
+    check: Check | None = None
+
+
+def parsed(kind: Kind, check: Check | None = None) -> Parsed:
     """A field validator: the raw value parsed into a Param of this kind and domain."""
-    return BeforeValidator(lambda raw: parse_param(raw, kind, check))
+    return Parsed(lambda raw: parse_param(raw, kind, check), kind=kind, check=check)

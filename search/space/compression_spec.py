@@ -30,8 +30,16 @@ def _p(field: str) -> BeforeValidator:
 
 
 class PruningSpec(Spec):
-    method: Annotated[Param, _p("method")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "method")
-    sparsity: Annotated[Param, _p("sparsity")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "sparsity")
+    """`compression.pruning`: what training removes (weights or channels), and when."""
+
+    method: Annotated[
+        Param, _p("method"), Field(description="searchable: magnitude, n_m (N:M) or channel pruning, or none")
+    ] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "method")
+    sparsity: Annotated[
+        Param,
+        _p("sparsity"),
+        Field(description="searchable: share of the weights (magnitude) or expanded channels (channel) removed"),
+    ] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "sparsity")
     begin: float = Field(0.2, ge=0, lt=1, description="start, as a fraction of training steps (channel: epochs)")
     end: float = Field(0.8, gt=0, le=1, description="magnitude: reach the target sparsity here")
     frequency: int = Field(10, ge=1, description="magnitude: steps between mask updates")
@@ -40,7 +48,7 @@ class PruningSpec(Spec):
         description="layer kinds never pruned (unstructured and N:M)",
     )
     n: int = Field(2, ge=1, description="N:M: keep n of every m weights along the input channels")
-    m: int = Field(4, ge=2, le=16)
+    m: int = Field(4, ge=2, le=16, description="N:M: the group size m")
 
     @model_validator(mode="after")
     def _check(self) -> PruningSpec:
@@ -56,8 +64,12 @@ class PruningSpec(Spec):
 
 
 class CompressionSpec(Spec):
-    pruning: PruningSpec = PruningSpec()
-    quantization: Annotated[Param, _p("quantization")] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "quantization")
+    """`compression:` pruning and post-training quantization as knobs; accuracy is then the deployable form's."""
+
+    pruning: PruningSpec = Field(PruningSpec(), description="pruning method, sparsity and schedule")
+    quantization: Annotated[
+        Param, _p("quantization"), Field(description="searchable: post-training quantization of the TFLite form")
+    ] = fixed(COMPRESSION_FIELDS, COMPRESSION_DEFAULTS, "quantization")
     tflite_threads: int = Field(1, ge=1, le=64, description="LiteRT threads for tflite_latency")
 
     def params(self) -> dict[str, Param]:

@@ -60,12 +60,34 @@ def _global(field: str) -> BeforeValidator:
 class SharedSpec(Spec):
     """Parameters sampled once and used by every stage that does not set its own."""
 
-    depth: Annotated[Param | None, _stage("depth")] = None
-    kernel: Annotated[Param | None, _stage("kernel")] = None
-    expansion: Annotated[Param | None, _stage("expansion")] = None
-    activation: Annotated[Param | None, _stage("activation")] = None
-    se: Annotated[Param | None, _stage("se")] = None
-    se_ratio: Annotated[Param | None, _stage("se_ratio")] = None
+    depth: Annotated[Param | None, _stage("depth"), Field(description="searchable: blocks per stage (default 1)")] = (
+        None
+    )
+    kernel: Annotated[
+        Param | None, _stage("kernel"), Field(description="searchable: depthwise kernel size (default 3)")
+    ] = None
+    expansion: Annotated[
+        Param | None,
+        _stage("expansion"),
+        Field(description="searchable: a block's hidden channels per input channel, may be fractional (default 6)"),
+    ] = None
+    activation: Annotated[
+        Param | None,
+        _stage("activation"),
+        Field(description="searchable: the blocks' activation (default: the model's)"),
+    ] = None
+    se: Annotated[
+        Param | None,
+        _stage("se"),
+        Field(description="searchable: squeeze-and-excitation in each block (default false)"),
+    ] = None
+    se_ratio: Annotated[
+        Param | None,
+        _stage("se_ratio"),
+        Field(
+            description="searchable: SE width, a ratio of the expanded (MobileNets) or input channels (default 0.25)"
+        ),
+    ] = None
 
     def set_params(self) -> dict[str, Param]:
         return {f: p for f in SHARED_FIELDS if (p := getattr(self, f)) is not None}
@@ -74,8 +96,14 @@ class SharedSpec(Spec):
 class StageSpec(SharedSpec):
     """One stage: `depth` blocks of the same width; unset parameters come from `shared:`."""
 
-    filters: Annotated[Param, _stage("filters")]
-    stride: Annotated[Param, _stage("stride")] = fixed(STAGE_FIELDS, STAGE_DEFAULTS, "stride")
+    filters: Annotated[
+        Param,
+        _stage("filters"),
+        Field(description="searchable: output channels of the stage's blocks, before width_multiplier"),
+    ]
+    stride: Annotated[Param, _stage("stride"), Field(description="searchable: stride of the stage's first block")] = (
+        fixed(STAGE_FIELDS, STAGE_DEFAULTS, "stride")
+    )
 
     def set_params(self) -> dict[str, Param]:
         return {f: p for f in STAGE_FIELDS if (p := getattr(self, f)) is not None}
@@ -84,28 +112,79 @@ class StageSpec(SharedSpec):
 class CompoundSpec(Spec):
     """EfficientNet's compound scaling: depth x alpha^phi, width x beta^phi, resolution x gamma^phi."""
 
-    phi: Annotated[Param, parsed("float", between(0.0, 8.0))]
+    phi: Annotated[
+        Param,
+        parsed("float", between(0.0, 8.0)),
+        Field(description="searchable: the scale, the exponent of alpha, beta and gamma"),
+    ]
     alpha: float = Field(1.2, ge=1.0, le=4.0, description="depth coefficient")
     beta: float = Field(1.1, ge=1.0, le=4.0, description="width coefficient")
     gamma: float = Field(1.15, ge=1.0, le=4.0, description="resolution coefficient")
 
 
 class ModelSpec(Spec):
-    family: Family = "mobilenet_v2"
+    """`model:` the network family, its global knobs, compound scaling, and shared and per-stage parameters."""
+
+    family: Family = Field(
+        "mobilenet_v2",
+        description="the network family: its blocks, activation, squeeze-and-excitation and scaling rules",
+    )
     num_classes: int | None = Field(None, ge=2, le=100_000, description="default: the dataset's")
-    width_multiplier: Annotated[Param, _global("width_multiplier")] = Param("float", value=1.0)
-    depth_multiplier: Annotated[Param, _global("depth_multiplier")] = Param("float", value=1.0)
-    resolution: Annotated[Param | None, _global("resolution")] = None
-    activation: Annotated[Param | None, _global("activation")] = None
-    dropout: Annotated[Param, _global("dropout")] = Param("float", value=0.2)
-    drop_connect_rate: Annotated[Param | None, _global("drop_connect_rate")] = None
-    compound: CompoundSpec | None = None
-    stem_filters: int = Field(32, ge=1, le=4096)
-    stem_stride: Annotated[Param, _global("stem_stride")] = Param("int", value=2)
-    head_filters: int = Field(1280, ge=1, le=8192)
+    width_multiplier: Annotated[
+        Param,
+        _global("width_multiplier"),
+        Field(description="searchable: channels x this, rounded to multiples of 8 (never losing more than 10%)"),
+    ] = Param("float", value=1.0)
+    depth_multiplier: Annotated[
+        Param, _global("depth_multiplier"), Field(description="searchable: a stage repeats ceil(depth x this) times")
+    ] = Param("float", value=1.0)
+    resolution: Annotated[
+        Param | None,
+        _global("resolution"),
+        Field(
+            description="searchable: the network's input size, resized inside the model (default: dataset.image_size)"
+        ),
+    ] = None
+    activation: Annotated[
+        Param | None,
+        _global("activation"),
+        Field(description="searchable: stem, head and default stage activation (default: the family's)"),
+    ] = None
+    dropout: Annotated[
+        Param, _global("dropout"), Field(description="searchable: dropout rate before the classifier")
+    ] = Param("float", value=0.2)
+    drop_connect_rate: Annotated[
+        Param | None,
+        _global("drop_connect_rate"),
+        Field(description="searchable: stochastic depth, rising over the residual blocks (default: the family's)"),
+    ] = None
+    compound: CompoundSpec | None = Field(
+        None, description="EfficientNet's compound scaling of depth, width and resolution"
+    )
+    stem_filters: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="channels of the stem's 3x3 convolution (x width_multiplier unless the family fixes the stem)",
+    )
+    stem_stride: Annotated[
+        Param,
+        _global("stem_stride"),
+        Field(description="searchable: stride of the stem (1 keeps a small image's detail)"),
+    ] = Param("int", value=2)
+    head_filters: int = Field(
+        1280,
+        ge=1,
+        le=8192,
+        description="channels of the 1x1 convolution before pooling (x width_multiplier as the family says)",
+    )
     head_hidden: int | None = Field(None, ge=0, le=8192, description="mobilenet_v3's dense layer after pooling")
-    shared: SharedSpec = SharedSpec()
-    stages: list[StageSpec] = Field(min_length=1, max_length=12)
+    shared: SharedSpec = Field(
+        SharedSpec(), description="stage parameters sampled once, for the stages that do not set their own"
+    )
+    stages: list[StageSpec] = Field(
+        min_length=1, max_length=12, description="the stages in order, from the stem to the head"
+    )
 
     def global_params(self) -> dict[str, Param]:
         return {f: p for f in GLOBAL_FIELDS if (p := getattr(self, f)) is not None}

@@ -222,15 +222,39 @@ def _parse_domain(raw: dict[str, Any], form: str, kind: Kind, check: Check | Non
     return Param(kind, low=low, high=high, step=step, log=log)
 
 
-def one_of(allowed: Sequence[Any]) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value in allowed else f"{shown(value)} is not one of {list(allowed)}"
+@dataclass(frozen=True)
+class OneOf:
+    """A domain of listed values; called with a value, the reason it is outside, or None. Its text
+    is what the generated space reference shows."""
 
-    return check
+    allowed: tuple[Any, ...]
+
+    def __call__(self, value: Any) -> str | None:
+        return None if value in self.allowed else f"{shown(value)} is not one of {list(self.allowed)}"
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(str(v) for v in self.allowed)
+
+
+@dataclass(frozen=True)
+class Between:
+    """A closed range of numbers, checked and shown as OneOf is."""
+
+    low: float
+    high: float
+
+    def __call__(self, value: Any) -> str | None:
+        return (
+            None if self.low <= value <= self.high else f"{shown(value)} is not between {self.low:g} and {self.high:g}"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.low:g} to {self.high:g}"
+
+
+def one_of(allowed: Sequence[Any]) -> Check:
+    return OneOf(tuple(allowed))
 
 
 def between(low: float, high: float) -> Check:
-    def check(value: Any) -> str | None:
-        return None if low <= value <= high else f"{shown(value)} is not between {low:g} and {high:g}"
-
-    return check
+    return Between(low, high)

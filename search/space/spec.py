@@ -20,11 +20,15 @@ MAX_SEED = 2**32 - 1
 
 
 class TFRecordSpec(Spec):
-    image_feature: str = "image"
+    """`dataset.tfrecord` (source: tfrecord only): the features of a `tf.train.Example` that hold image and label."""
+
+    image_feature: str = Field("image", description="name of the bytes feature holding the image")
     image_type: Literal["encoded", "raw"] = Field("encoded", description="encoded: JPEG/PNG/BMP/GIF bytes")
     raw_shape: tuple[int, int, int] | None = Field(None, description="(H, W, C) of raw uint8 images")
-    label_feature: str = "label"
-    label_type: Literal["int64", "string"] = "int64"
+    label_feature: str = Field("label", description="name of the feature holding the label")
+    label_type: Literal["int64", "string"] = Field(
+        "int64", description="int64: the class index; string: the class name (sorted names give the indices)"
+    )
 
     @model_validator(mode="after")
     def _raw_needs_shape(self) -> TFRecordSpec:
@@ -36,10 +40,14 @@ class TFRecordSpec(Spec):
 class AugmentationSpec(Spec):
     """Random transforms of training batches, run on the device as Keras preprocessing layers."""
 
-    flip: Literal["none", "horizontal", "vertical", "both"] = "none"
+    flip: Literal["none", "horizontal", "vertical", "both"] = Field(
+        "none", description="random flips of training images"
+    )
     rotation: float = Field(0.0, ge=0, le=0.5, description="up to this fraction of a full turn")
     crop: float = Field(0.0, ge=0, lt=1, description="zoom in by up to this fraction (a random crop)")
-    contrast: float = Field(0.0, ge=0, le=1)
+    contrast: float = Field(
+        0.0, ge=0, le=1, description="scale contrast by a random factor in [1 - contrast, 1 + contrast]"
+    )
 
     @property
     def active(self) -> bool:
@@ -47,6 +55,8 @@ class AugmentationSpec(Spec):
 
 
 class DatasetSpec(Spec):
+    """`dataset:` where the images come from, and how they are decoded, split, cached and augmented."""
+
     source: Literal["digits", "folder", "npz", "tfrecord", "fashion_mnist", "mnist", "cifar10", "cifar100"] = Field(
         "digits",
         description="fashion_mnist, mnist, cifar10, cifar100: Keras' data sets with their official test split, "
@@ -75,13 +85,21 @@ class DatasetSpec(Spec):
     classes: list[str] | None = Field(
         None, min_length=2, description="names of integer labels 0..K-1 (a Keras data set's own by default)"
     )
-    validation_fraction: float = Field(0.2, gt=0, lt=1)
+    validation_fraction: float = Field(
+        0.2, gt=0, lt=1, description="share of the training data held out for validation (stratified, seeded)"
+    )
     subset: int | None = Field(None, ge=20, description="use only this many training images (stratified)")
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    on_corrupt: Literal["skip", "error"] = "skip"
-    cache: Literal["auto", "memory", "disk"] = "auto"
-    tfrecord: TFRecordSpec = TFRecordSpec()
-    augmentation: AugmentationSpec = AugmentationSpec()
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the subset, test and validation splits")
+    on_corrupt: Literal["skip", "error"] = Field(
+        "skip", description="an unreadable image: skip (counted, one warning) or error (names the file)"
+    )
+    cache: Literal["auto", "memory", "disk"] = Field(
+        "auto", description="auto: in memory up to a quarter of RAM, else memory-mapped files; memory, disk: force one"
+    )
+    tfrecord: TFRecordSpec = Field(TFRecordSpec(), description="features of the examples (source: tfrecord only)")
+    augmentation: AugmentationSpec = Field(
+        AugmentationSpec(), description="random transforms of training batches (also final training's default)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -136,16 +154,22 @@ TRAINING_DEFAULTS: dict[str, Any] = {"batch_size": 32, "optimizer": "adam", "lea
 
 
 class TrainingSpec(Spec):
-    epochs: int = Field(5, ge=1, le=10000)
-    batch_size: Annotated[Param, parsed(*TRAINING_FIELDS["batch_size"])] = fixed(
-        TRAINING_FIELDS, TRAINING_DEFAULTS, "batch_size"
-    )
-    optimizer: Annotated[Param, parsed(*TRAINING_FIELDS["optimizer"])] = fixed(
-        TRAINING_FIELDS, TRAINING_DEFAULTS, "optimizer"
-    )
-    learning_rate: Annotated[Param, parsed(*TRAINING_FIELDS["learning_rate"])] = fixed(
-        TRAINING_FIELDS, TRAINING_DEFAULTS, "learning_rate"
-    )
+    """`training:` how each trial trains its candidate, with a cosine-decayed learning rate."""
+
+    epochs: int = Field(5, ge=1, le=10000, description="training epochs of each trial")
+    batch_size: Annotated[
+        Param, parsed(*TRAINING_FIELDS["batch_size"]), Field(description="searchable: training batch size")
+    ] = fixed(TRAINING_FIELDS, TRAINING_DEFAULTS, "batch_size")
+    optimizer: Annotated[
+        Param,
+        parsed(*TRAINING_FIELDS["optimizer"]),
+        Field(description="searchable: the optimizer (sgd: with Nesterov momentum 0.9)"),
+    ] = fixed(TRAINING_FIELDS, TRAINING_DEFAULTS, "optimizer")
+    learning_rate: Annotated[
+        Param,
+        parsed(*TRAINING_FIELDS["learning_rate"]),
+        Field(description="searchable: the learning rate the cosine decay starts from"),
+    ] = fixed(TRAINING_FIELDS, TRAINING_DEFAULTS, "learning_rate")
 
     def params(self) -> dict[str, Param]:
         return {f: getattr(self, f) for f in TRAINING_FIELDS}
@@ -157,6 +181,8 @@ class TrainingSpec(Spec):
 
 
 class MeasureSpec(Spec):
+    """`measure:` how inference throughput and latency are measured on this device."""
+
     batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
         default_factory=lambda: [64],
         min_length=1,
@@ -191,10 +217,16 @@ COMPUTE_DEFAULTS: dict[str, Any] = {"precision": "float32", "xla": False}
 
 
 class ComputeSpec(Spec):
-    precision: Annotated[Param, parsed(*COMPUTE_FIELDS["precision"])] = fixed(
-        COMPUTE_FIELDS, COMPUTE_DEFAULTS, "precision"
-    )
-    xla: Annotated[Param, parsed(*COMPUTE_FIELDS["xla"])] = fixed(COMPUTE_FIELDS, COMPUTE_DEFAULTS, "xla")
+    """`compute:` the numeric precision and compilation of training and inference."""
+
+    precision: Annotated[
+        Param,
+        parsed(*COMPUTE_FIELDS["precision"]),
+        Field(description="searchable: Keras dtype policy of training and inference"),
+    ] = fixed(COMPUTE_FIELDS, COMPUTE_DEFAULTS, "precision")
+    xla: Annotated[
+        Param, parsed(*COMPUTE_FIELDS["xla"]), Field(description="searchable: XLA-compile training and inference")
+    ] = fixed(COMPUTE_FIELDS, COMPUTE_DEFAULTS, "xla")
 
     def params(self) -> dict[str, Param]:
         return {f: getattr(self, f) for f in COMPUTE_FIELDS}
@@ -213,16 +245,30 @@ class ConstraintsSpec(Spec):
     sampling, before a model is built, measured ones before training."""
 
     # The bound sits on the int alone: on `int | None` pydantic compares None too (a TypeError).
-    max_params: Annotated[Positive | None, BeforeValidator(parse_count)] = None
-    max_flops: Annotated[Positive | None, BeforeValidator(parse_count)] = None
+    max_params: Annotated[
+        Positive | None,
+        BeforeValidator(parse_count),
+        Field(description="static: at most this many parameters; 200k, 3.5M"),
+    ] = None
+    max_flops: Annotated[
+        Positive | None,
+        BeforeValidator(parse_count),
+        Field(description="static: at most this many FLOPs (2 x multiply-accumulates); 5M"),
+    ] = None
     max_model_size: Annotated[
         Positive | None, BeforeValidator(parse_bytes), Field(description="bytes of float32 weights; 4MB, 3.5MiB")
     ] = None
-    max_latency_ms: float | None = Field(None, gt=0)
-    min_throughput: float | None = Field(None, gt=0)
+    max_latency_ms: float | None = Field(
+        None, gt=0, description="measured: p95 latency in ms at batch 1, checked before training"
+    )
+    min_throughput: float | None = Field(
+        None, gt=0, description="measured: images/s at the first of measure.batch_sizes, checked before training"
+    )
 
 
 class EarlyStoppingSpec(Spec):
+    """`search.early_stopping`: hopeless trials stopped at rungs (multi-objective successive halving)."""
+
     method: Literal["none", "asha"] = Field(
         "none", description="asha: stop trials at rungs (epochs min_epochs * eta**k) unless in the best 1/eta there"
     )
@@ -257,18 +303,28 @@ class SupernetSpec(Spec):
     fixed: dict[str, Any] = Field(default_factory=dict, description="values of the knobs that are not elastic")
     # Not in the study's fingerprint: it acts after the search, and each fine-tuned figure is
     # stored with the epochs and rate it took, so other settings fine-tune again.
-    finetune: FinetuneSpec = FinetuneSpec()
+    finetune: FinetuneSpec = Field(
+        FinetuneSpec(), description="after the search, the front's subnets trained on from their inherited weights"
+    )
 
 
 class SearchSpec(Spec):
-    sampler: SamplerName = SamplerName.TPE
-    trials: int = Field(20, ge=1, le=1_000_000)
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
+    """`search:` the sampler, the trial budget, early stopping and the strategy that scores candidates."""
+
+    sampler: SamplerName = Field(
+        SamplerName.TPE, description="the Optuna sampler (tpe: multivariate, with constant liar); --sampler overrides"
+    )
+    trials: int = Field(20, ge=1, le=1_000_000, description="budget of finished trials (--trials overrides)")
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="seed of the sampler and, plus the trial's number, of each trial's training"
+    )
+    early_stopping: EarlyStoppingSpec = Field(
+        EarlyStoppingSpec(), description="stop hopeless trials at rungs (off by default)"
+    )
     strategy: Literal["trials", "supernet"] = Field(
         "trials", description="trials: every candidate trained from scratch; supernet: one weight-sharing training"
     )
-    supernet: SupernetSpec = SupernetSpec()
+    supernet: SupernetSpec = Field(SupernetSpec(), description="settings of strategy: supernet")
 
 
 class FinalSpec(Spec):
@@ -285,7 +341,7 @@ class FinalSpec(Spec):
         None, gt=0, le=10, description="peak rate (default: the trial's; a tenth of it from inherited weights)"
     )
     batch_size: int | None = Field(None, ge=1, le=65_536, description="default: the trial's")
-    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    label_smoothing: float = Field(0.1, ge=0, lt=1, description="label smoothing of the cross-entropy loss")
     augmentation: AugmentationSpec | None = Field(
         None, description="random transforms of training batches (default: dataset.augmentation)"
     )
@@ -295,7 +351,7 @@ class FinalSpec(Spec):
         "and are scored after each epoch",
     )
     trials: int = Field(8, ge=1, le=1000, description="at most this many front members, most accurate first")
-    seed: int = Field(0, ge=0, le=2**32 - 1)
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of each final training, plus the trial's number")
 
 
 OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {
@@ -310,17 +366,29 @@ DEFAULT_OBJECTIVES: dict[str, Literal["maximize", "minimize"]] = {"accuracy": "m
 
 
 class SpaceSpec(Spec):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-    dataset: DatasetSpec = DatasetSpec()
-    model: ModelSpec
-    training: TrainingSpec = TrainingSpec()
-    objectives: dict[str, Literal["maximize", "minimize"]] = Field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
-    compute: ComputeSpec = ComputeSpec()
-    constraints: ConstraintsSpec = ConstraintsSpec()
-    compression: CompressionSpec = CompressionSpec()
-    measure: MeasureSpec = MeasureSpec()
-    final: FinalSpec = FinalSpec()
-    search: SearchSpec = SearchSpec()
+    """A space file: the data, the networks to search, and how candidates are trained, measured and compared."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+        description="the study's default name: a letter or digit, then letters, digits, _ . - (at most 100)",
+    )
+    dataset: DatasetSpec = Field(DatasetSpec(), description="the images: source, size, splits, caching, augmentation")
+    model: ModelSpec = Field(description="the network family, its global knobs and its stages")
+    training: TrainingSpec = Field(TrainingSpec(), description="how each trial trains its candidate")
+    objectives: dict[str, Literal["maximize", "minimize"]] = Field(
+        default_factory=lambda: dict(DEFAULT_OBJECTIVES),
+        description="in study order; accuracy, throughput: maximize; model_size, tflite_latency: minimize",
+    )
+    compute: ComputeSpec = Field(ComputeSpec(), description="precision and XLA of training and inference")
+    constraints: ConstraintsSpec = Field(ConstraintsSpec(), description="limits a candidate must meet (all optional)")
+    compression: CompressionSpec = Field(
+        CompressionSpec(), description="pruning and quantization; accuracy is then the deployable form's"
+    )
+    measure: MeasureSpec = Field(MeasureSpec(), description="how throughput and latency are measured")
+    final: FinalSpec = Field(
+        FinalSpec(), description="nas train's recipe: the front trained again, then scored once on the test set"
+    )
+    search: SearchSpec = Field(SearchSpec(), description="sampler, budget, seed, early stopping and strategy")
 
     @field_validator("objectives")
     @classmethod

@@ -1,0 +1,208 @@
+"""MkDocs hooks (mkdocs.yml `hooks:`): the guide's pages that are generated, so they cannot drift.
+
+- `reference/space.md`: every key of the space file, from the pydantic schema (search/space/):
+  its type or domain, default and description.
+- `benchmarks/*.md`: one page per `## ` section of benchmarks/RESULTS.md (which stays the one
+  file where figures are written), with the plots those sections show.
+
+MkDocs has no plug-in for either (mkdocstrings documents Python objects, not a pydantic schema
+as a file format; a page per section of one Markdown file is ours), hence these few functions.
+A generated benchmark page that the nav does not list is a warning, so `mkdocs build --strict`
+fails when RESULTS.md gains a section the guide does not show.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.nav import Navigation
+from mkdocs.structure.pages import Page
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "RESULTS.md"
+log = logging.getLogger("mkdocs.hooks.nas")
+
+
+# ---- the space file's reference ----------------------------------------------------------
+
+
+def _type_text(annotation: Any) -> str:
+    """A field's type in the words of a YAML file (str, int, one of a | b, list of ...)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_text(args[0])
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        kept = [a for a in args if a is not type(None)]
+        text = " or ".join(_type_text(a) for a in kept)
+        return text + " or null" if len(kept) < len(args) else text
+    if origin in (list, tuple):
+        inner = _type_text(args[0]) if args else "value"
+        return f"list of {inner}"
+    if origin is dict:
+        return "mapping"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "mapping"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _searchable(info: FieldInfo) -> str | None:
+    """`searchable int, 1 to 16` for a field parsed into a search parameter, else None."""
+    for meta in info.metadata:
+        if hasattr(meta, "kind") and hasattr(meta, "check"):  # search/space/base.py Parsed
+            domain = f", {meta.check}" if meta.check is not None else ""
+            return f"{meta.kind}{domain} (searchable)"
+    return None
+
+
+def _bounds(info: FieldInfo) -> str:
+    words = []
+    for meta in info.metadata:
+        for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if (value := getattr(meta, name, None)) is not None:
+                words.append(f"{sign} {value:g}" if isinstance(value, float) else f"{sign} {value}")
+    return f" ({', '.join(words)})" if words else ""
+
+
+def _default_text(info: FieldInfo) -> str:
+    if info.is_required():
+        return "required"
+    value = info.get_default(call_default_factory=True) if info.default is PydanticUndefined else info.default
+    if isinstance(value, BaseModel):
+        return ""
+    if hasattr(value, "kind") and hasattr(value, "fixed"):  # a fixed search parameter (Param)
+        value = value.value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, dict | list):
+        return f"`{json.dumps(value)}`"  # YAML's flow style reads it as written
+    if hasattr(value, "value") and isinstance(value.value, str):  # a StrEnum member
+        return f"`{value.value}`"
+    return f"`{value}`"
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The schema models a field holds: itself, or inside list[...], X | None, Annotated[...]."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def space_reference() -> str:
+    """The reference page: one section per part of the file, a row per key."""
+    from nas.search.space.spec import SpaceSpec
+
+    sections: list[str] = []
+    queue: list[tuple[str, type[BaseModel]]] = [("", SpaceSpec)]
+    seen: set[str] = set()
+    while queue:
+        path, model = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        title = f"`{path}`" if path else "Top level"
+        doc = (model.__doc__ or "").strip()
+        lines = [f"## {title}", ""]
+        if doc and not doc.startswith(model.__name__ + "("):  # pydantic's generated docstring
+            lines += [" ".join(doc.split()), ""]
+        lines += ["| key | type | default | what it is |", "|---|---|---|---|"]
+        for name, info in model.model_fields.items():
+            nested = _models_in(info.annotation)
+            key = f"{path}.{name}" if path else name
+            if nested:
+                is_list = typing.get_origin(info.annotation) is list
+                child = f"{key}[]" if is_list else key
+                queue.append((child, nested[0]))
+                # The anchor Python-Markdown makes of the heading (its toc slugify).
+                anchor = re.sub(r"[^\w\s-]", "", child).strip().lower()
+                kind = f"[{'list of ' if is_list else ''}mapping](#{anchor})"
+            else:
+                kind = _searchable(info) or (_type_text(info.annotation) + _bounds(info))
+            described = " ".join((info.description or "").split()).replace("|", "\\|")
+            described = described.removeprefix("searchable: ")  # the type column says so
+            lines.append(f"| `{name}` | {kind} | {_default_text(info)} | {described} |")
+        sections.append("\n".join(lines))
+    intro = (
+        "# Space file reference\n\n"
+        "Every key a space file takes, generated from the schema nas validates it with "
+        "(`search/space/spec.py`, `model_spec.py`, `compression_spec.py`), so it is always the "
+        "version you run. A *searchable* key takes a plain value or a search domain "
+        "(`{choice: [...]}`, `{int: [low, high]}`, `{float: [low, high], log: true}`, each with an "
+        "optional `when:`), inside the range shown; how to write them: "
+        "[The space file](../space.md#parameters). Unknown keys are errors.\n"
+    )
+    return intro + "\n\n" + "\n\n".join(sections) + "\n"
+
+
+# ---- benchmarks/RESULTS.md, a page per section --------------------------------------------
+
+
+def _slug(title: str) -> str:
+    module = re.search(r"`benchmarks/(\w+)\.py`", title)
+    if module:
+        return module.group(1).replace("_", "-")
+    words = re.split(r"[:(]", title, maxsplit=1)[0]
+    return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
+
+
+def results_pages() -> dict[str, str]:
+    """benchmarks/<slug>.md for each `## ` section of RESULTS.md, its headings one level up,
+    and benchmarks/index.md: RESULTS.md's introduction and the list of pages."""
+    text = RESULTS.read_text(encoding="utf-8")
+    parts = re.split(r"(?m)^## ", text)
+    intro, sections = parts[0], parts[1:]
+    pages: dict[str, str] = {}
+    listing = []
+    for section in sections:
+        title = section.splitlines()[0].strip()
+        slug = _slug(title)
+        if f"benchmarks/{slug}.md" in pages:
+            raise ValueError(f"benchmarks/RESULTS.md: two sections make the page {slug}.md")
+        body = re.sub(r"(?m)^### ", "## ", section.split("\n", 1)[1])
+        pages[f"benchmarks/{slug}.md"] = f"# {title}\n{body}"
+        listing.append(f"- [{title}]({slug}.md)")
+    intro = re.sub(r"(?m)^# .*$", "# Benchmarks", intro, count=1)
+    pages["benchmarks/index.md"] = intro.rstrip() + "\n\n" + "\n".join(listing) + "\n"
+    return pages
+
+
+# ---- hooks ---------------------------------------------------------------------------------
+
+
+def on_files(files: Files, *, config: MkDocsConfig) -> Files:
+    files.append(File.generated(config, "reference/space.md", content=space_reference()))
+    for uri, content in results_pages().items():
+        files.append(File.generated(config, uri, content=content))
+    for image in sorted((REPO / "benchmarks").glob("*.png")):
+        files.append(File.generated(config, f"benchmarks/{image.name}", abs_src_path=str(image)))
+    return files
+
+
+def on_page_content(html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
+    # mkdocs-typer2 leaves the page empty, silently, when `typer ... utils docs` fails.
+    if page.file.src_uri == "reference/cli.md" and "nas search" not in html:
+        log.warning("reference/cli.md: the command line reference came out empty (is `typer` on PATH?)")
+    return html
+
+
+def on_nav(nav: Navigation, *, config: MkDocsConfig, files: Files) -> Navigation:
+    listed = {page.file.src_uri for page in nav.pages}
+    for uri in sorted(results_pages()):
+        if uri not in listed:
+            log.warning(f"benchmarks/RESULTS.md's page {uri} is not in mkdocs.yml's nav: add it")
+    return nav

@@ -1,0 +1,140 @@
+"""Every shell command the guide shows (README.md and docs/, in ```bash blocks) runs, so the
+guide cannot rot: a renamed option, a moved file or a changed preset fails here.
+
+The commands run as written, in bash, in one workspace (a copy of spaces/ and examples/), page
+by page in the guide's order, and must exit 0. Short settings stand in where the real command
+takes minutes; what changes is said here, never the command's options:
+
+- the workspace's spaces and examples are the repository's with 1 epoch, 300 images, 2 trials,
+  the cheapest measuring, 1 final epoch (`_short`); `nas search PRESET` reads the workspace's
+  copy (`spaces/PRESET.yaml`), as a preset name would read the shipped file;
+- `nas search ... --trials N` asks for at most 3;
+- trial numbers (`--trial 7`, `--trials 3,7`) are the short study's own front members.
+
+What cannot run here is listed in NOT_HERE with the reason (a GPU, another machine, a download,
+a server that runs until stopped, the set-up that `.ci/run` itself performs); the test fails on
+a command that is neither runnable nor listed, and on a listed one the guide no longer shows.
+The benchmark pages (benchmarks/RESULTS.md) record the commands that made their figures, hours
+each; tests/benchmarks runs their code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ..helpers import QUICK_MEASURE, REPO, nas_env
+
+PAGES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
+COMMENT = re.compile(r"(^|\s+)#(\s.*)?$")
+
+SET_UP = {
+    "python3 -m venv .venv": "the environment this suite runs in was made so (.ci/run)",
+    ". .venv/bin/activate": "ditto",
+    "pip install -e .": "ditto",
+    "pip install -e '.[dev]'": "ditto",
+    "mkdocs build --strict": ".ci/run builds the guide before the tests",
+    "pytest": "this suite",
+    "apt-get install dataset-fashion-mnist": ".ci/run installs Debian's package as root",
+}
+NOT_HERE = {
+    'python -c "import keras; keras.datasets.fashion_mnist.load_data()"': "downloads (no network at run time)",
+    "nas search mobilenet --gpus 0,1,2,3": "needs 4 GPUs (tests/workers place workers on a CPU)",
+    "nas search mobilenet --gpus 0,1 --workers-per-gpu 2": "needs 2 GPUs",
+    "nas search spaces/mobilenet.yaml --storage postgresql+psycopg://nas:secret@db-host/nas --gpus 0,1": (
+        "another machine's server and 2 GPUs (tests/storage runs studies on the local PostgreSQL)"
+    ),
+    "NAS_STORAGE=postgresql+psycopg://nas:secret@db-host/nas nas worker --study mobilenet": "another machine",
+    "optuna-dashboard sqlite:///nas.db": (
+        "serves until stopped; tests/e2e/test_ecosystem.py starts it and reads the study over HTTP"
+    ),
+}
+MAX_TRIALS = 3
+
+
+def guide_commands(page: str) -> list[str]:
+    """The page's shell commands: fenced bash blocks, comments dropped, `&&` chains split."""
+    commands = []
+    for block in FENCE.finditer((REPO / page).read_text(encoding="utf-8")):
+        for line in block.group(1).replace("\\\n", " ").splitlines():
+            line = COMMENT.sub("", line).strip()
+            commands.extend(part.strip() for part in line.split(" && ") if line)
+    return [c for c in commands if c]
+
+
+def _short(data: dict[str, Any]) -> dict[str, Any]:
+    data = json.loads(json.dumps(data))
+    data.setdefault("training", {})["epochs"] = 1
+    data.setdefault("dataset", {})["subset"] = 300
+    data["measure"] = {**QUICK_MEASURE, "latency": False, "confirm": False}
+    data.setdefault("search", {})["trials"] = 2
+    data["final"] = {**data.get("final", {}), "epochs": 1, "warmup_epochs": 0, "trials": 2}
+    return data
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("guide")
+    shutil.copytree(REPO / "spaces", root / "spaces")
+    shutil.copytree(REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("images"))
+    for path in [*(root / "spaces").glob("*.yaml"), root / "examples" / "image_folder" / "space.yaml"]:
+        path.write_text(yaml.safe_dump(_short(yaml.safe_load(path.read_text())), sort_keys=False))
+    return root
+
+
+def _front(study: str, cwd: Path, env: dict[str, str]) -> list[int]:
+    shown = subprocess.run(
+        ["nas", "pareto", study, "--format", "json"], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    records = json.loads(shown.stdout)
+    # Members beyond the noise first: their weights are kept for export.
+    return [r["trial"] for r in sorted(records, key=lambda r: not r["on_front"])]
+
+
+def runnable(command: str, cwd: Path, env: dict[str, str]) -> str:
+    """The command with the short settings of the module docstring."""
+    presets = {p.stem for p in (REPO / "spaces").glob("*.yaml")}
+    search = re.match(r"nas search (\S+)(.*)$", command)
+    if search and search.group(1) in presets:
+        command = f"nas search spaces/{search.group(1)}.yaml{search.group(2)}"
+    if command.startswith("nas search"):
+        command = re.sub(r"--trials (\d+)", lambda m: f"--trials {min(int(m.group(1)), MAX_TRIALS)}", command)
+    numbered = re.match(r"nas (export|train) (\S+)", command)
+    if numbered and re.search(r"--trials? \d", command):
+        members = _front(numbered.group(2), cwd, env)
+        front = iter(members)
+        # Each `--trial N` becomes the next front member (dropped when the front has no more).
+        command = re.sub(r" --trial \d+", lambda m: next((f" --trial {n}" for n in front), ""), command)
+        command = re.sub(r"(--trials )[\d,]+", lambda m: m.group(1) + ",".join(map(str, members[:2])), command)
+    return command
+
+
+def test_the_guide_shows_commands_and_every_exception_is_still_shown() -> None:
+    shown = {c for page in PAGES for c in guide_commands(page)}
+    assert len(shown) > 30, shown
+    stale = [c for c in [*SET_UP, *NOT_HERE] if c not in shown]
+    assert not stale, f"listed here but no longer in the guide: {stale}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if guide_commands(p)])
+def test_every_command_of_the_page_runs(page: str, workspace: Path) -> None:
+    env = nas_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("NAS_ARTIFACTS", None)
+    for command in guide_commands(page):
+        if command in SET_UP or command in NOT_HERE:
+            continue
+        run = runnable(command, workspace, env)
+        done = subprocess.run(["bash", "-c", run], cwd=workspace, env=env, capture_output=True, text=True, timeout=240)
+        why = f"{page}: `{command}` (ran `{run}`) exited {done.returncode}:\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, why
