@@ -21,6 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from nas.errors import NasError
+
 from .models import Weights
 from .paths import contained, own_folder, safe_name, trial_number
 from .urls import StorageURL
@@ -38,6 +40,26 @@ def default_artifact_root(url: StorageURL, override: str | None = None) -> Path:
     if database and database != ":memory:":
         return Path(database).expanduser().resolve().parent / "nas-artifacts"
     return Path.cwd() / "nas-artifacts"
+
+
+def check_artifact_root(url: StorageURL, override: str | None = None) -> Path:
+    """The artifact folder (`default_artifact_root`) if it is a folder nas may write in or can
+    become one, NasError otherwise; creates nothing. A search calls it before it touches the
+    database, so a folder it cannot use leaves no study behind."""
+    root = default_artifact_root(url, override)
+    existing = root
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent  # the nearest entry that exists: mkdir would make the rest
+    try:
+        is_dir, writable = existing.is_dir(), os.access(existing, os.W_OK | os.X_OK)
+    except OSError as exc:
+        raise NasError(f"artifact folder {root}: cannot use it ({exc.strerror or exc})") from None
+    problem = None if is_dir else "is not a folder" if existing == root else f"{existing} is not a folder"
+    if problem is None and existing != root and not writable:  # (an existing root's study folders may be)
+        problem = f"cannot be created: no permission to write in {existing}"
+    if problem is not None:
+        raise NasError(f"artifact folder {root}: {problem} (choose another with {{artifacts}})")
+    return root
 
 
 def sha256_file(path: Path) -> str:

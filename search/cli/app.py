@@ -92,10 +92,12 @@ def search(
     from nas.search.workers import parse_gpus, plan_workers
     from nas.search.workers.placement import uncapped_shared_gpus
     from nas.storage import open_device_profile, resolve_storage_url
+    from nas.storage.weights import check_artifact_root
 
     runtime.set_debug(debug)
     spec = load_space(space)
     url = resolve_storage_url(storage)
+    check_artifact_root(url, os.path.abspath(artifacts) if artifacts else None)  # before TensorFlow loads
     if cache and (profile := open_device_profile()):  # a bad one is told before any study is touched
         profile.engine.dispose()
     gpu_list = parse_gpus(gpus)

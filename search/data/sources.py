@@ -7,6 +7,8 @@ with the data is a NasError that names the file.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,8 +143,9 @@ def read_npz(path: Path, spec: DatasetSpec) -> Images:
             if missing:
                 raise NasError(f"{where}: no array named {' or '.join(missing)} (found: {', '.join(arrays.files)})")
             x, y = arrays["x"], arrays["y"]
-    except (OSError, ValueError) as exc:
-        raise NasError(f"{where}: cannot read as .npz ({exc})") from None
+    except (OSError, ValueError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+        # A damaged zip raises zipfile's, zlib's or NumPy's own errors (as builtin.py's reader).
+        raise NasError(f"{where}: cannot read as .npz ({type(exc).__name__}: {exc})") from None
     if len(x) != len(y):
         raise NasError(f"{where}: x holds {len(x)} images but y holds {len(y)} labels")
     labels, names = _labels(np.asarray(y), where, spec.classes)

@@ -21,6 +21,7 @@ from nas.search.records import StudyAttr
 from nas.search.space import SearchSpace, space_from_dict
 from nas.storage import StorageURL, open_storage
 from nas.storage.engine import GRACE_PERIOD_S
+from nas.storage.weights import check_artifact_root
 
 
 def counts(study: optuna.Study) -> tuple[int, int]:
@@ -83,6 +84,7 @@ def prepare_study(
 ) -> tuple[optuna.storages.RDBStorage, optuna.Study]:
     """Create or resume the study and store what its workers need; the caller has already
     checked everything that can reject the input, so nothing is written for bad input."""
+    check_artifact_root(options.storage, options.artifacts)  # the last check: a file in its way
     storage = open_storage(options.storage)
     study = open_study(space, storage, options.study_name)
     for line in recover_orphans(study, GRACE_PERIOD_S):

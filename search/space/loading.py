@@ -180,7 +180,8 @@ def load_space(ref: str) -> SearchSpace:
             line = text.count("\n", 0, exc.position)
         where = f"line {line + 1}: " if line is not None else ""
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise NasError(f"{source}: {where}invalid YAML ({problem})") from None
+        said = problem if isinstance(exc, _DuplicateKey) else f"invalid YAML ({problem})"
+        raise NasError(f"{source}: {where}{said}") from None
     if isinstance(data, dict) and source == str(Path(ref)):
         data = _with_absolute_paths(data, Path(ref).resolve().parent, source)
     return space_from_dict(data, source)
@@ -190,6 +191,11 @@ def load_space(ref: str) -> SearchSpace:
 MAX_DEPTH = 32
 # Values in one document, aliases counted each time they are used (a "billion laughs").
 MAX_VALUES = 1_000_000
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _DuplicateKey(yaml.composer.ComposerError):
+    """A key written twice in one mapping, which PyYAML would take silently (the last wins)."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -208,6 +214,21 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:  # the anchor's name, or None
+        """The mapping as written, refused if a key is in it twice. Keys compare as written with
+        their resolved tag (a space file's keys are text); `<<` merge keys may repeat, and the
+        keys they bring in may be overridden, as YAML allows."""
+        node: yaml.MappingNode = super().compose_mapping_node(anchor)
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                continue
+            seen = first.setdefault((key.tag, key.value), key)
+            if seen is not key:
+                problem = f"key {shown(key.value)} appears twice (first on line {seen.start_mark.line + 1})"
+                raise _DuplicateKey(None, None, problem, key.start_mark)
+        return node
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:

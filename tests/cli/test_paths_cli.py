@@ -102,3 +102,36 @@ def test_a_study_folder_linked_out_of_the_artifacts_stops_the_search_before_trai
     assert list(outside.iterdir()) == []
     trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{workdir / 'nas.db'}").trials
     assert trials == []  # refused before the first trial started
+
+
+@pytest.mark.parametrize("below", ["", "sub"], ids=["the-file", "below-the-file"])
+def test_search_with_a_file_as_artifacts_leaves_no_study(workdir: Path, below: str) -> None:
+    """--artifacts naming a file (or a folder inside one) is refused before the database is
+    opened: no study to clean up afterwards."""
+    (workdir / "weights").write_text("a file, not a folder")
+    artifacts = workdir / "weights" / below if below else workdir / "weights"
+    before = _tree(workdir)
+    result = run_cli("search", "tiny", "--trials", "1", "--artifacts", str(artifacts), cwd=workdir)
+    assert result.returncode == 2
+    line = _one_error_line(result.stderr)
+    problem = "is not a folder" if not below else f"{workdir / 'weights'} is not a folder"
+    assert line.startswith(f"Error: artifact folder {artifacts}: {problem}"), line
+    assert "--artifacts" in line, line
+    assert _tree(workdir) == before  # no nas.db, so no study in it
+
+
+def test_prepare_study_checks_the_artifacts_before_the_database(workdir: Path) -> None:
+    """The engine's own check, for the callers that skip the CLI's (the Python API, a pool)."""
+    from nas.errors import NasError
+    from nas.search.engine import SearchOptions
+    from nas.search.engine.events import SearchEvents
+    from nas.search.engine.study import prepare_study
+    from nas.search.space import load_space
+    from nas.storage import resolve_storage_url
+
+    (workdir / "weights").write_text("a file, not a folder")
+    url = resolve_storage_url(f"sqlite:///{workdir / 'nas.db'}")
+    options = SearchOptions(url, "tiny", 1, "tpe", 0, artifacts=str(workdir / "weights"))
+    with pytest.raises(NasError, match="is not a folder"):
+        prepare_study(load_space("tiny"), options, SearchEvents())
+    assert not (workdir / "nas.db").exists()

@@ -159,6 +159,40 @@ def test_bad_npz(tmp_path: Path, arrays: Any, message: str) -> None:
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:100] + b"\x5a" * 4000,  # starts like a zip, then garbage
+        lambda data: data[: len(data) // 2],  # cut short
+        lambda data: data[:-30],  # the end of the zip's directory cut off
+        lambda data: data[:80] + bytes(b ^ 0xFF for b in data[80:400]) + data[400:],  # an array's bytes flipped
+    ],
+    ids=["garbage", "half", "no-directory-end", "flipped"],
+)
+def test_damaged_npz_is_one_error_naming_the_file(tmp_path: Path, damage: Any) -> None:
+    x, y = _digits()
+    path = tmp_path / "d.npz"
+    np.savez_compressed(path, x=x, y=y)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(NasError, match=r"cannot read as \.npz") as info:
+        load_dataset(_spec(source="npz", path=str(path)))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_search_on_a_damaged_npz_exits_2_and_writes_nothing(workdir: Path) -> None:
+    x, y = _digits()
+    data = workdir / "d.npz"
+    np.savez(data, x=x, y=y)
+    data.write_bytes(data.read_bytes()[:100] + b"\x00" * 1000)
+    space = _folder_space(workdir, data, source="npz")
+    result = run_cli("search", str(space), "--trials", "1", cwd=workdir)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    expected = f"Error: dataset: {data.resolve()}: cannot read as .npz"
+    assert len(lines) == 1 and lines[0].startswith(expected), result.stderr
+    assert not (workdir / "nas.db").exists()
+
+
 def _write_tfrecord(path: Path, *, label_key: str = "label", string_labels: bool = False, raw: bool = False) -> None:
     x, y = _digits()
     with tf.io.TFRecordWriter(str(path)) as writer:

@@ -96,9 +96,8 @@ def _front(study: str, cwd: Path, env: dict[str, str]) -> list[int]:
     shown = subprocess.run(
         ["nas", "pareto", study, "--format", "json"], cwd=cwd, env=env, capture_output=True, text=True, check=True
     )
-    records = json.loads(shown.stdout)
-    # Members beyond the noise first: their weights are kept for export.
-    return [r["trial"] for r in sorted(records, key=lambda r: not r["on_front"])]
+    # Members beyond the noise only: those within it may have had their weights deleted.
+    return [r["trial"] for r in json.loads(shown.stdout) if r["on_front"]]
 
 
 def runnable(command: str, cwd: Path, env: dict[str, str]) -> str:

@@ -11,7 +11,7 @@ import yaml
 from nas.errors import NasError
 from nas.search.space import load_space, preset_names, space_from_dict
 
-from ..helpers import REPO
+from ..helpers import REPO, run_cli
 
 GOOD = """
 name: t
@@ -198,3 +198,35 @@ def test_yaml_syntax_and_missing_files(tmp_path: Path) -> None:
         match=r"space file nowhere.yaml not found \(and no preset of that name; presets: .*mobilenet",
     ):
         load_space("nowhere.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: a\n" + GOOD, "line 3: key 'name' appears twice (first on line 1)"),
+        (GOOD.replace("model:\n", "model:\n  family: resnet\n  family: mobilenet_v2\n"), "line 5: key 'family'"),
+        (GOOD.replace("model:\n", "model:\n  'stages': []\n"), "line 5: key 'stages' appears twice (first on line 4)"),
+        (GOOD.replace("kernel: 3, expansion: 1}", "kernel: 3, kernel: 5, expansion: 1}"), "line 5: key 'kernel'"),
+    ],
+    ids=["top-level", "in-model", "quoted-and-plain", "in-flow-mapping"],
+)
+def test_a_key_written_twice_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    """PyYAML keeps the last of two equal keys; a space file's second `name:` is a mistake to tell."""
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(text)
+    with pytest.raises(NasError) as info:
+        load_space(str(twice))
+    assert str(info.value).startswith(f"{twice}: {message}"), str(info.value)
+    result = run_cli("space", "validate", str(twice), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == f"Error: {info.value}", result.stderr
+
+
+def test_merge_keys_may_still_override(tmp_path: Path) -> None:
+    """`<<: *first` brings keys in that the mapping may set again: YAML's rule, not a repeat."""
+    text = GOOD.replace("- {filters: 16,", "- &first {filters: 16,").replace(
+        "- {filters: 24, stride: 2,", "- {<<: *first, filters: 24, stride: 2,"
+    )
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(text)
+    stage = load_space(str(merged)).document["model"]["stages"][1]
+    assert (stage["filters"], stage["stride"], stage["expansion"]) == (24, 2, 1)
