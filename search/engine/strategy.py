@@ -156,24 +156,31 @@ class SupernetStrategy(Strategy):
         return finetune_front(joined, epochs=epochs, say=events.message)
 
     def describe(self, space: SearchSpace) -> dict[str, Any]:
-        from nas.search.space.elastic import elastic_space
+        from nas.search.space.elastic import elastic_space, progressive_phases
         from nas.search.supernet.train import sort_epoch
 
         settings = space.spec.search.supernet
         elastic = elastic_space(space)  # a space it cannot share was refused when it was loaded
+        progressive = settings.schedule == "progressive"
         return {
             "strategy": self.name,
             **settings.model_dump(exclude={"fixed"}),
+            "phases": progressive_phases(settings.epochs, elastic.dimensions()) if progressive else None,
             "sort_after": sort_epoch(settings.epochs, settings.sort_channels),
             "elastic": list(elastic.elastic),
             "fixed": elastic.fixed,
         }
 
     def summary(self, report: dict[str, Any]) -> str:
+        from nas.search.space.elastic import phase_ranges
+
         tuned = report["finetune"]["epochs"]
+        phases = report["phases"]
         return (
-            f"Search strategy: supernet, {report['epochs']} epochs of sandwich training"
+            f"Search strategy: supernet, {report['epochs']} epochs of "
+            + (f"progressive shrinking (epochs by phase: {phase_ranges(phases)})" if phases else "sandwich training")
             + (f", channels sorted by importance after epoch {after}" if (after := report["sort_after"]) else "")
+            + (", smallest, middle and largest subnet scored after each epoch" if report["reference_subnets"] else "")
             + f", BatchNorm re-calibrated on {report['calibration_batches']} batches; "
             + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
             + f"elastic: {', '.join(report['elastic'])}; fixed for the supernet: "

@@ -26,8 +26,8 @@ from nas.search.engine.keras_evaluation import KerasEvaluation, KerasSetup
 from nas.search.engine.options import SearchOptions
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
-from nas.search.space.elastic import ElasticSpace, elastic_space
-from nas.search.supernet.extract import extract, recalibrate
+from nas.search.space.elastic import ElasticSpace, elastic_space, phase_ranges, progressive_phases
+from nas.search.supernet.extract import extract, inherit, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import (
     SupernetTraining,
@@ -89,17 +89,21 @@ def prepare_supernet(
             load_checkpoint(path, supernet)  # an unfinished one train_supernet loads, with the optimizer
             events.message(f"supernet: trained ({training.done} epochs), loaded from {path}")
             return TrainedSupernet(supernet, elastic, training)
+        progressive = settings.schedule == "progressive"
+        phases = progressive_phases(settings.epochs, elastic.dimensions()) if progressive else []
         if training.done:
             events.message(f"supernet: resuming from epoch {training.done} of {training.epochs} ({path})")
         else:
             events.message(
-                f"supernet: training {training.epochs} epochs (sandwich of 4 subnets per step"
+                f"supernet: training {training.epochs} epochs ("
+                + (f"progressive shrinking, epochs by phase: {phase_ranges(phases)}; " if progressive else "")
+                + "sandwich of 4 subnets per step"
                 + (f", channels sorted by importance after epoch {sort_after}" if sort_after else "")
                 + "), fixed: "
                 + ", ".join(f"{k}={v}" for k, v in elastic.fixed.items())
             )
 
-        def on_epoch(epoch: int, epochs: int, figures: dict[str, float]) -> None:
+        def on_epoch(epoch: int, epochs: int, figures: dict[str, Any]) -> None:
             record: dict[str, Any] = {
                 "epochs": epochs,
                 "done": epoch,
@@ -108,16 +112,58 @@ def prepare_supernet(
                 "checkpoint": str(path),
             }
             study.set_user_attr(StudyAttr.SUPERNET, record)
+            phase = f" ({figures['phase']} phase)" if "phase" in figures else ""
+            scored = figures.get("reference_accuracy")
             events.message(
-                f"supernet: epoch {epoch}/{epochs}, loss {figures['loss']:.3f}, train accuracy largest "
-                f"{figures['largest_accuracy']:.3f} smallest {figures['smallest_accuracy']:.3f} "
-                f"({figures['seconds']:.0f} s)"
+                f"supernet: epoch {epoch}/{epochs}{phase}, loss {figures['loss']:.3f}, train accuracy largest "
+                f"{figures['largest_accuracy']:.3f} smallest {figures['smallest_accuracy']:.3f}"
+                + (f"; validation accuracy {', '.join(f'{k} {v:.3f}' for k, v in scored.items())}" if scored else "")
+                + f" ({figures['seconds']:.0f} s)"
             )
 
+        score = ReferenceSubnets(elastic, data, settings.calibration_batches) if settings.reference_subnets else None
         train_supernet(
-            supernet, elastic, data, training, path, seed=options.seed, on_epoch=on_epoch, sort_after=sort_after
+            supernet,
+            elastic,
+            data,
+            training,
+            path,
+            seed=options.seed,
+            on_epoch=on_epoch,
+            sort_after=sort_after,
+            schedule=settings.schedule,
+            score=score,
         )
     return TrainedSupernet(supernet, elastic, training)
+
+
+class ReferenceSubnets:
+    """The training's progress as a user can watch it: after each epoch, the smallest, a
+    middle (ElasticSpace.middle) and the largest subnet scored as a trial scores its subnet
+    (extracted, BatchNorm re-calibrated on the same batches, validation accuracy)."""
+
+    def __init__(self, elastic: ElasticSpace, data: Dataset, calibration: int) -> None:
+        self.data = data
+        subnets = {"smallest": elastic.smallest, "middle": elastic.middle(), "largest": elastic.largest}
+        c = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
+        self.candidates = {
+            name: elastic.space.candidate(params, num_classes=data.num_classes, channels=data.channels)
+            for name, params in subnets.items()
+        }
+        self.batches = calibration_batches(data, c.batch_size, calibration)
+        self.models: dict[str, keras.Model] = {}
+
+    def __call__(self, supernet: Supernet) -> dict[str, float]:
+        out = {}
+        for name, candidate in self.candidates.items():
+            model = self.models.get(name)
+            if model is None:  # built once, its weights inherited again each epoch
+                model = self.models[name] = extract(supernet, candidate)
+            else:
+                inherit(supernet, model)
+            recalibrate(model, self.batches)
+            out[name] = round(evaluate(model, self.data)[1], 5)
+        return out
 
 
 def calibration_batches(data: Dataset, batch_size: int, count: int) -> list[Any]:

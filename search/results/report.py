@@ -2,8 +2,9 @@
 
 Plots: the Pareto front (front, trials within noise of it, dominated and infeasible trials
 told apart, the throughput's 95% interval as error bars, confirmed figures beside, parameters
-on hover), hypervolume over wall time, parameter importances per objective (Optuna's fANOVA),
-learning curves of the front, and a sortable table of every trial.
+on hover), hypervolume over wall time, a supernet's reference subnets over its epochs (where
+they were scored), parameter importances per objective (Optuna's fANOVA), learning curves of
+the front, and a sortable table of every trial.
 """
 
 from __future__ import annotations
@@ -198,6 +199,33 @@ def hypervolume_figure(study: optuna.Study) -> Any | None:
     return fig
 
 
+def supernet_figure(study: optuna.Study) -> Any | None:
+    """A supernet study's reference subnets (`search.supernet.reference_subnets`): validation
+    accuracy after each epoch of its training, the epoch's phase on hover."""
+    history = (study.user_attrs.get(StudyAttr.SUPERNET) or {}).get("history") or []
+    scored = [(epoch, h) for epoch, h in enumerate(history, 1) if h.get("reference_accuracy")]
+    if not scored:
+        return None
+    fig = go.Figure()
+    for name in ("smallest", "middle", "largest"):
+        fig.add_trace(
+            go.Scatter(
+                x=[epoch for epoch, _ in scored],
+                y=[h["reference_accuracy"][name] for _, h in scored],
+                mode="lines+markers",
+                name=f"{name} subnet",
+                text=[f"phase: {h['phase']}" if "phase" in h else "" for _, h in scored],
+            )
+        )
+    fig.update_layout(
+        title="Supernet training: reference subnets (BatchNorm re-calibrated)",
+        xaxis_title="epoch",
+        yaxis_title="validation accuracy",
+        template="plotly_white",
+    )
+    return fig
+
+
 def _objective(i: int) -> Any:
     return lambda t: t.values[i]
 
@@ -323,6 +351,7 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
     figures = [
         pareto_figure(study),
         hypervolume_figure(study),
+        supernet_figure(study),
         *importance_figures(study),
         learning_curves_figure(study),
     ]

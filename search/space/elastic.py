@@ -9,12 +9,16 @@ that share one training, so each is fixed at one value for it. Post-training qua
 on each subnet after it is extracted and stays searchable. Anything else that changes a
 network's structure (strides, filters, resolution, activations, pruning) has no shared form:
 such a space is refused, naming the parameter. No TensorFlow: `nas space show` reads this.
+
+Progressive shrinking (Once-for-All; `search.supernet.schedule: progressive`) opens those
+families in turn, in phases of the training: `progressive_phases` is the rule.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +42,60 @@ TRAINING_KNOBS = {
 }
 SEARCHABLE_AFTER_TRAINING = ("quantization",)
 _STAGE_PARAM = re.compile(r"^(?:stage\d+|shared)\.(\w+)$")
+# Progressive shrinking's phases: the largest network alone, then each elastic dimension
+# opened in this order (Once-for-All's); SE opens with the expansion it gates.
+LARGEST_PHASE = "largest"
+DIMENSIONS = ("kernel", "depth", "expansion", "width")
+_DIMENSION_OF = {"kernel": "kernel", "depth": "depth", "expansion": "expansion", "se": "expansion"}
 
 
 def is_elastic(name: str) -> bool:
     match = _STAGE_PARAM.match(name)
     return name in ELASTIC_GLOBALS or (match is not None and match.group(1) in ELASTIC_STAGE_FIELDS)
+
+
+def dimension_of(name: str) -> str:
+    """The progressive-shrinking dimension an elastic parameter belongs to."""
+    if name in ELASTIC_GLOBALS:
+        return "width"
+    match = _STAGE_PARAM.match(name)
+    assert match is not None, name
+    return _DIMENSION_OF[match.group(1)]
+
+
+def progressive_phases(epochs: int, dimensions: Sequence[str]) -> list[str]:
+    """The phase of each epoch (index epoch - 1) of a progressive-shrinking training.
+
+    A phase is named by the last dimension it opens; `largest` trains the largest network
+    alone. `dimensions` are the elastic ones the space has, in the order `DIMENSIONS` opens
+    them (a dimension the space does not make elastic has no phase). The first quarter of the
+    epochs (epochs // 4, at least 1) is `largest`; the rest are split evenly among the
+    dimensions, in order, one more epoch each to the last ones where they do not divide. Every
+    phase gets an epoch where the epochs allow: with no more epochs than dimensions there is no
+    `largest` phase, and with fewer, the first dimensions open together with the first phase
+    that has an epoch (the last phase, everything open, always runs). 12 epochs, all four
+    dimensions elastic: largest 1-3, kernel 4-5, depth 6-7, expansion 8-9, width 10-12.
+    A pure function of its arguments: a resumed training finds its phase from the epoch alone."""
+    count = len(dimensions)
+    if not count:
+        return [LARGEST_PHASE] * epochs
+    first = max(1, epochs // 4) if epochs > count else 0
+    base, extra = divmod(epochs - first, count)
+    out = [LARGEST_PHASE] * first
+    for i, dimension in enumerate(dimensions):
+        out += [dimension] * (base + (i >= count - extra))
+    return out
+
+
+def phase_ranges(phases: Sequence[str]) -> str:
+    """progressive_phases' list in words: "largest 1-3, kernel 4-5, depth 6"."""
+    spans: list[tuple[str, int, int]] = []
+    for epoch, phase in enumerate(phases, 1):
+        if spans and spans[-1][0] == phase:
+            spans[-1] = (phase, spans[-1][1], epoch)
+        else:
+            spans.append((phase, epoch, epoch))
+    return ", ".join(f"{name} {a}-{b}" if b > a else f"{name} {a}" for name, a, b in spans)
 
 
 def default_fixed(param: Param) -> Any:
@@ -82,17 +135,58 @@ class ElasticSpace:
     largest: dict[str, Any]  # the elastic parameters' values of the largest subnet
     smallest: dict[str, Any]
 
-    def random_params(self, rng: np.random.Generator) -> dict[str, Any]:
-        """A subnet drawn uniformly, parameter by parameter, conditions respected."""
+    def random_params(self, rng: np.random.Generator, keep: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A subnet drawn uniformly, parameter by parameter, conditions respected; the
+        parameters in `keep` take its values instead (and draw nothing)."""
+        keep = keep or {}
         values: dict[str, Any] = {}
         out: dict[str, Any] = {}
         for name, p in self.space.parameters().items():
             if not p.active(values):
                 continue
-            value = p.value if p.fixed else _draw(p, rng)
+            value = p.value if p.fixed else keep[name] if name in keep else _draw(p, rng)
             values[name] = value
             if not p.fixed:
                 out[name] = value
+        return out
+
+    def dimensions(self) -> tuple[str, ...]:
+        """The progressive-shrinking dimensions this space makes elastic, in opening order."""
+        present = {dimension_of(name) for name in self.elastic}
+        return tuple(d for d in DIMENSIONS if d in present)
+
+    def opened(self, phase: str) -> tuple[str, ...]:
+        """The dimensions open in `phase` (progressive_phases' names): it and those before it."""
+        dimensions = self.dimensions()
+        return () if phase == LARGEST_PHASE else dimensions[: dimensions.index(phase) + 1]
+
+    def closed(self, opened: Collection[str]) -> dict[str, Any]:
+        """The elastic parameters of the dimensions not `opened`, at their largest values."""
+        return {name: self.largest[name] for name in self.elastic if dimension_of(name) not in opened}
+
+    def smallest_within(self, opened: Collection[str]) -> dict[str, Any]:
+        """The smallest subnet that varies only the `opened` dimensions."""
+        return {**self.smallest, **self.closed(opened)}
+
+    def middle(self) -> dict[str, Any]:
+        """A fixed subnet between the smallest and the largest: each elastic parameter at the
+        median of its values (of a continuous range: its midpoint, geometric if log). With an
+        even count of values the lower and upper medians alternate over the parameters, in
+        the space's order, so a space of two-valued choices is not its largest or smallest."""
+        out: dict[str, Any] = {}
+        upper = False
+        params = self.space.parameters()
+        for name in self.elastic:
+            p = params[name]
+            if p.discrete:
+                values = sorted(p.values())
+                if len(values) % 2 == 0:
+                    upper = not upper
+                out[name] = values[len(values) // 2 if upper else (len(values) - 1) // 2]
+            else:
+                assert p.low is not None and p.high is not None
+                mid = math.sqrt(p.low * p.high) if p.log else (p.low + p.high) / 2
+                out[name] = p.low + round((mid - p.low) / p.step) * p.step if p.step else mid
         return out
 
 

@@ -290,6 +290,19 @@ class SupernetSpec(Spec):
     trials then evaluate with inherited weights (search/supernet/)."""
 
     epochs: int = Field(12, ge=1, le=10000, description="epochs of the supernet's sandwich training")
+    schedule: Literal["sandwich", "progressive"] = Field(
+        "sandwich",
+        description="sandwich: every step's subnets vary every elastic choice; progressive: the largest network "
+        "first, then kernel, depth, expansion (with SE) and width opened in turn (Once-for-All)",
+    )
+    # On by default: a user sees the supernet learn (issue 47); three re-calibrations and scorings
+    # per epoch cost seconds against an epoch's minutes. They read the weights and change nothing,
+    # so they are not in the study's fingerprint.
+    reference_subnets: bool = Field(
+        True,
+        description="after each epoch, score the smallest, a middle and the largest subnet as trials are scored "
+        "(shown live, kept in the study)",
+    )
     # Off by default: on benchmarks/supernet.py's space sorting cut the inherited ranking's
     # Kendall tau against full stand-alone training from 0.34 to -0.06 (RESULTS.md).
     sort_channels: bool = Field(

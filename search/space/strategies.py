@@ -33,6 +33,9 @@ class SupernetRules(StrategyRules):
         # A supernet study's trials are scored by weights these settings trained.
         data = search.model_dump(mode="json", include={"strategy", "supernet"})
         data["supernet"].pop("finetune")  # it acts after the search (spec.py)
+        data["supernet"].pop("reference_subnets")  # it reads the weights, never changes them
+        if data["supernet"]["schedule"] == "sandwich":
+            data["supernet"].pop("schedule")  # a study from before schedules was trained with sandwich
         if not data["supernet"]["sort_channels"]:
             data["supernet"].pop("sort_channels")  # a study from before channel sorting was trained without it
         return data

@@ -36,6 +36,13 @@ def extract(supernet: Supernet, candidate: Candidate) -> keras.Model:
     """The subnet `candidate` with the supernet's weights (its moving statistics included:
     re-calibrate before trusting them)."""
     model = build_plan(plan_network(candidate))
+    inherit(supernet, model)
+    return model
+
+
+def inherit(supernet: Supernet, model: keras.Model) -> None:
+    """Set every weight of `model`, a subnet `extract` built, to the supernet's as it is now
+    (a subnet scored after each epoch is built once)."""
     state = {name: [np.asarray(w.numpy()) for w in weights] for name, weights in supernet.layers.items()}
     for layer in model.layers:
         if not layer.weights:
@@ -47,7 +54,6 @@ def extract(supernet: Supernet, candidate: Candidate) -> keras.Model:
         layer.set_weights(
             [_cut(big, tuple(w.shape), depthwise) for big, w in zip(state[layer.name], mine, strict=True)]
         )
-    return model
 
 
 def recalibrate(model: keras.Model, batches: Iterable[Any]) -> int:

@@ -11,6 +11,16 @@ importance once, after that epoch (network.py: Supernet.sort_channels, before th
 so a resumed training holds the sorted weights); the subnets trained after it start from the
 channels that matter most to the largest network, as in Once-for-All, whose elastic-width
 phase starts from sorted channels.
+
+With `schedule="progressive"` (Once-for-All's progressive shrinking) the epochs are phases
+(space/elastic.py: progressive_phases, a function of the epoch alone, so a resumed training
+is in the phase it was killed in): the sandwich's smallest and random subnets vary only the
+dimensions opened so far, the rest at their largest. In the first phase every subnet is the
+largest, so the step trains the largest network alone (its students distil from themselves:
+no gradient, where there is no dropout). Each epoch's history names its phase.
+
+With `score`, three reference subnets are scored after each epoch (engine/supernet.py) and
+their accuracies kept in that epoch's history, before the checkpoint, so they survive a resume.
 """
 
 from __future__ import annotations
@@ -29,12 +39,14 @@ import numpy as np
 
 from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.space.elastic import ElasticSpace
+from nas.search.space.elastic import ElasticSpace, progressive_phases
 from nas.search.supernet.network import Supernet
 from nas.search.training.train import make_optimizer
 
 SANDWICH = 4  # largest, smallest and two random subnets per step
-EpochCallback = Callable[[int, int, dict[str, float]], None]
+EpochCallback = Callable[[int, int, dict[str, Any]], None]
+# The reference subnets' accuracies of the supernet as it is (engine/supernet.py).
+ReferenceScore = Callable[[Supernet], dict[str, float]]
 
 
 def sort_epoch(epochs: int, sort_channels: bool) -> int:
@@ -49,7 +61,7 @@ def sort_epoch(epochs: int, sort_channels: bool) -> int:
 class SupernetTraining:
     epochs: int
     done: int = 0  # epochs finished (and checkpointed)
-    history: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _optimizer_for(supernet: Supernet, steps: int) -> Any:
@@ -96,6 +108,8 @@ def train_supernet(
     seed: int,
     on_epoch: EpochCallback = lambda *_: None,
     sort_after: int = 0,
+    schedule: str = "sandwich",
+    score: ReferenceScore | None = None,
 ) -> SupernetTraining:
     """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
     checkpoint after each epoch."""
@@ -132,13 +146,19 @@ def train_supernet(
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
 
     largest, smallest = plan(elastic.largest), plan(elastic.smallest)
+    phases = progressive_phases(training.epochs, elastic.dimensions()) if schedule == "progressive" else None
     for epoch in range(training.done + 1, training.epochs + 1):
         t0 = time.perf_counter()
         # Seeded by epoch: a resumed training draws the subnets an unbroken one would have.
         rng = np.random.default_rng([seed, epoch])
+        keep: dict[str, Any] = {}
+        if phases is not None:
+            opened = elastic.opened(phases[epoch - 1])
+            keep = elastic.closed(opened)
+            smallest = plan(elastic.smallest_within(opened))
         total, seen, hits = 0.0, 0, np.zeros(SANDWICH)
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
-            drawn = [plan(elastic.random_params(rng)) for _ in range(SANDWICH - 2)]
+            drawn = [plan(elastic.random_params(rng, keep)) for _ in range(SANDWICH - 2)]
             masks = supernet.stacked_masks([largest, smallest, *drawn])
             loss, correct = step(x, y, masks)
             total += float(loss) * int(y.shape[0])
@@ -147,15 +167,21 @@ def train_supernet(
         loss = total / max(seen, 1)
         if not math.isfinite(loss):
             raise ValueError(f"the supernet's training loss became {loss} in epoch {epoch}")
-        figures = {
+        figures: dict[str, Any] = {
             "loss": round(loss, 5),
             "largest_accuracy": round(float(hits[0]) / max(seen, 1), 5),
             "smallest_accuracy": round(float(hits[1]) / max(seen, 1), 5),
             "seconds": round(time.perf_counter() - t0, 3),
         }
+        if phases is not None:
+            figures["phase"] = phases[epoch - 1]
         if epoch == sort_after:
             supernet.sort_channels(optimizer)
             figures["sorted_channels"] = 1.0
+        if score is not None:  # the weights as checkpointed (sorted, where they were)
+            t1 = time.perf_counter()
+            figures["reference_accuracy"] = score(supernet)
+            figures["reference_seconds"] = round(time.perf_counter() - t1, 3)
         training.done = epoch
         training.history.append(figures)
         save_checkpoint(checkpoint, supernet, optimizer, training)
