@@ -89,12 +89,23 @@ def search(minutes: float) -> None:
     save_progress(state)
 
 
+def front_members() -> list[int]:
+    """The study's Pareto front by its medians (Optuna's best trials: what `nas pareto` marks
+    on the front), fastest last. All of them are final-trained, not only the preset's
+    `final.trials` most accurate: a reference is dominated only by a final-trained network at
+    least as fast, so the front's fast end must be trained too."""
+    found = study()
+    return [t.number for t in sorted(found.best_trials, key=lambda t: (-t.values[0], t.number))]
+
+
 def train(minutes: float) -> None:
     """`nas train` on the study's front (the preset's final recipe), stopped after `minutes`.
     Its checkpoints are kept under benchmarks/fashion-runs/ and committed with the piece, so a
-    training cut by the piece's end resumes in the next session at its last epoch."""
+    training cut by the piece's end resumes in the next session at its last epoch; trials
+    already final-trained with the recipe are kept as they are."""
     started, code_of = time.monotonic(), stamps.commit()
-    code = _nas(["train", STUDY], minutes * 60, WORK / "artifacts")
+    members = ",".join(map(str, front_members()))
+    code = _nas(["train", STUDY, "--trials", members], minutes * 60, WORK / "artifacts")
     state = progress()
     state["chunks"].append(chunk("train", time.monotonic() - started, code, code_of))
     save_progress(state)
