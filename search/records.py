@@ -45,7 +45,7 @@ class TrialAttr(StrEnum):
     PARAMS = "params"  # parameters of the deployed network
     FLOPS = "flops"  # 2 x multiply-accumulates of its conv and dense layers, per image
     MODEL_BYTES = "model_bytes"  # float32 weight bytes of the planned network
-    SCREENED = "screened"  # a Screened value: rejected by a constraint before training (state PRUNED)
+    SCREENED = "screened"  # a Screened value: rejected by a constraint or by halving (state PRUNED)
     KNOWN_OBJECTIVES = "known_objectives"  # a screened trial's objectives measured before it stopped
     DEVICE = "device"  # the device the figures were measured on (name, versions)
     HARDWARE = "hardware"  # throughput (every round, spread, warm-up) and latency measurements
@@ -74,6 +74,10 @@ class TrialAttr(StrEnum):
     # Where the accuracy comes from: absent when the trial trained its network, "supernet" when
     # it inherited the supernet's weights (BatchNorm re-calibrated)
     ACCURACY_SOURCE = "accuracy_source"
+    # Successive halving (search.supernet.halving): the subset's images, correct count and
+    # accuracy, the upper bound of the whole set's accuracy, its z, and the complete trial that
+    # dominated that bound (None: scored on the rest of the set); PRUNED with SCREENED halving
+    HALVING = "halving"
 
 
 class TunerAttr(StrEnum):
@@ -89,10 +93,12 @@ class TunerAttr(StrEnum):
 
 
 class Screened(StrEnum):
-    """Which constraint check rejected a trial before training."""
+    """Which check stopped a trial before its accuracy was measured in full."""
 
     STATIC = "static"  # on the plan: params, FLOPs, model size
     MEASURED = "measured"  # on the measured device: latency, throughput
+    # a supernet subnet whose accuracy's upper bound from a validation subset is dominated
+    HALVING = "halving"
 
 
 class StoppedBy(StrEnum):

@@ -228,7 +228,7 @@ def pareto(
     """Print the Pareto front of STUDY: objectives, throughput intervals, confirmed figures, params, FLOPs."""
     from nas.search import runtime
     from nas.search.engine import load_existing_study
-    from nas.search.results import objective_names, pareto_records, stopped_early_line, to_csv, to_json
+    from nas.search.results import objective_names, pareto_records, screened_line, stopped_early_line, to_csv, to_json
     from nas.storage import open_storage, resolve_storage_url
 
     runtime.set_debug(debug)
@@ -248,8 +248,10 @@ def pareto(
         out.print(f"Study '{study}' has no finished trials yet.")
     else:
         show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})", wide=wide)
-        if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
-            out.print(line, highlight=False)
+        trials = loaded.get_trials(deepcopy=False)
+        for line in (screened_line(trials), stopped_early_line(trials)):
+            if line:
+                out.print(line, highlight=False)
 
 
 def _add_subcommands() -> None:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from nas.search.engine import SearchEvents, TrialReport
+from nas.search.records import Screened
 from nas.search.space import human
 
 
@@ -121,6 +122,11 @@ def trial_line(report: TrialReport, objectives: list[str], seconds: float | None
     """One finished trial as a line of Rich markup, for the log above the live view."""
     seconds = report.seconds if seconds is None else seconds
     took = f" ({seconds:.1f} s)" if seconds is not None else ""
+    if report.screened == Screened.HALVING and (half := report.halving):
+        return (
+            f"trial {report.number}: screened (halving): val acc {half['accuracy']:.3f} on {half['images']:,} "
+            f"images, at most {half['upper_bound']:.3f} on all, dominated by trial {half['dominated_by']}{took}"
+        )
     if report.screened:
         broken = ", ".join(f"{k} exceeded by {v:.0%}" for k, v in report.constraints.items() if v > 0)
         return f"trial {report.number}: screened out before training ({broken}){took}"

@@ -28,7 +28,7 @@ def report_end(
     """The Pareto front, then why the search stopped; exit status 130 for an interrupt and 2
     for a runaway of failures, so scripts can tell."""
     from nas.search.engine import load_existing_study
-    from nas.search.results import objective_names, pareto_records, stopped_early_line
+    from nas.search.results import objective_names, pareto_records, screened_line, stopped_early_line
     from nas.storage import open_storage
 
     if show_front:
@@ -37,8 +37,10 @@ def report_end(
         if records:
             title = f"Pareto front of '{options.study_name}' ({finished} finished trials, {options.storage.masked})"
             show_pareto(records, objective_names(loaded), title, wide=wide)
-        if line := stopped_early_line(loaded.get_trials(deepcopy=False)):
-            err.print(line, highlight=False)
+        trials = loaded.get_trials(deepcopy=False)
+        for line in (screened_line(trials), stopped_early_line(trials)):
+            if line:
+                err.print(line, highlight=False)
     if stopped_by == StoppedBy.FAILURES:
         raise NasError(
             f"stopped after {options.max_consecutive_failures} failed trials in a row; "

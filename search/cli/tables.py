@@ -229,6 +229,11 @@ def status_columns(rows: list[dict[str, Any]], *, wide: bool) -> list[Column]:
         return [str(r[key]) for r in rows]
 
     best = ["-" if r["best_accuracy"] is None else f"{r['best_accuracy']:.4f}" for r in rows]
+    # Halving stops a subnet for its accuracy, not a constraint: said apart from the rest.
+    screened = []
+    for r in rows:
+        halved = (r.get("screened_by_kind") or {}).get("halving")
+        screened.append(f"{r['screened']} ({halved} halving)" if halved else str(r["screened"]))
     study = Column("study", [r["study"] for r in rows], justify="left")
     if wide:
         return [
@@ -237,7 +242,7 @@ def status_columns(rows: list[dict[str, Any]], *, wide: bool) -> list[Column]:
             Column("budget", [str(r["budget"] or "-") for r in rows]),
             Column("running", count("running")),
             Column("failed", count("failed")),
-            Column("screened", count("screened")),
+            Column("screened", screened),
             Column("stopped early", count("stopped_early")),
             Column("queued", count("queued")),
             Column("pareto", count("pareto")),
@@ -251,7 +256,7 @@ def status_columns(rows: list[dict[str, Any]], *, wide: bool) -> list[Column]:
         Column("running", count("running"), drop=1),
         Column("failed", count("failed"), drop=2),
         Column("queued", count("queued"), drop=5),
-        Column("screened", count("screened"), drop=4),
+        Column("screened", screened, drop=4),
         Column("early", count("stopped_early"), drop=3),
     ]
 

@@ -35,6 +35,14 @@ PhaseCallback = Callable[[str], None]
 # (epoch from 1, epochs, that epoch's logs: loss and val_accuracy at least). It may raise to
 # end the training there (early stopping); the evaluation lets the exception through.
 EpochCallback = Callable[[int, int, dict[str, float]], None]
+# (an upper bound of the accuracy the whole validation set would give, what backs it), from an
+# evaluation that scores a subset first (the supernet's successive halving). It may raise to
+# end the trial there, PRUNED, when even that bound is dominated; the evaluation lets it through.
+BoundCallback = Callable[[float, dict[str, Any]], None]
+
+
+def _no_bound_check(upper: float, record: dict[str, Any]) -> None:
+    """A TrialWork made outside a TrialRunner: every subnet is scored in full."""
 
 
 @dataclass
@@ -54,6 +62,7 @@ class TrialWork:
     history: dict[str, list[float]] = field(default_factory=dict)  # loss and val_accuracy per epoch so far
     rungs: dict[str, dict[str, Any]] = field(default_factory=dict)  # TrialAttr.RUNGS as it grows
     constraints: dict[str, float] = field(default_factory=dict)  # as set on the trial, static and measured
+    on_bound: BoundCallback = _no_bound_check  # the runner's: whether a subset's bound stops the trial
 
     @contextmanager
     def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:

@@ -21,6 +21,7 @@ class TrialReport:
     values: list[float] = field(default_factory=list)
     screened: str | None = None
     stopped_early: dict[str, Any] | None = None  # rung, epoch, accuracy so far (TrialAttr.EARLY_STOPPED)
+    halving: dict[str, Any] | None = None  # the subset's figures and bound (TrialAttr.HALVING)
     constraints: dict[str, float] = field(default_factory=dict)
     fail_reason: str | None = None
     params: int | None = None
@@ -39,6 +40,7 @@ class TrialReport:
             values=list(trial.values or []),
             screened=attrs.get(TrialAttr.SCREENED),
             stopped_early=attrs.get(TrialAttr.EARLY_STOPPED),
+            halving=attrs.get(TrialAttr.HALVING),
             constraints=dict(trial.constraints),
             fail_reason=attrs.get(TrialAttr.FAIL_REASON),
             params=attrs.get(TrialAttr.PARAMS),

@@ -28,37 +28,67 @@ def throughput_interval(trial: FrozenTrial) -> tuple[float, float] | None:
     return (float(low), float(high)) if low is not None and high is not None else None
 
 
+def _ends(
+    study: optuna.Study, rows: list[tuple[list[float], tuple[float, float] | None]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For rows of (objective values, throughput interval): the values maximised, each row's
+    worst and best case (equal but for the noisy objective) and which stored measurement each
+    row's throughput is (rows sharing one compare it as exact)."""
+    names = objective_names(study)
+    signs = np.array([1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions])
+    values = np.array([v for v, _ in rows], dtype=float).reshape(len(rows), len(signs)) * signs
+    worst, best = values.copy(), values.copy()
+    figure_of = np.arange(len(rows))
+    if NOISY in names:
+        k = names.index(NOISY)
+        seen: dict[tuple[float, float, float], int] = {}
+        for i, (v, interval) in enumerate(rows):
+            if interval is None:
+                continue
+            ends = sorted(signs[k] * np.array(interval))
+            worst[i, k], best[i, k] = ends[0], ends[1]
+            figure_of[i] = seen.setdefault((v[k], *interval), i)
+    return values, worst, best, figure_of
+
+
+def _dominating(ends: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], i: int) -> np.ndarray:
+    """Which rows dominate row i beyond the measurement's interval: at least as good in every
+    objective at their worst against its best, better in one."""
+    values, worst, best, figure_of = ends
+    same = (figure_of == figure_of[i])[:, None]  # one measurement: compare it as exact
+    a_worst = np.where(same, values, worst)
+    b_best = np.where(same, values[i], best[i])
+    dominating: np.ndarray = (a_worst >= b_best).all(axis=1) & (a_worst > b_best).any(axis=1)
+    return dominating
+
+
 def noise_aware_front(study: optuna.Study) -> list[FrozenTrial]:
     """The finished trials no other trial dominates beyond the measurement's interval."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
     if not done:
         return []
-    names = objective_names(study)
-    signs = np.array([1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions])
-    values = np.array([t.values for t in done], dtype=float) * signs
-    # Each trial's worst and best case in every objective (maximised): equal but for the noisy one.
-    worst, best = values.copy(), values.copy()
-    figure_of = np.arange(len(done))  # trials sharing one stored measurement share an id
-    if NOISY in names:
-        k = names.index(NOISY)
-        seen: dict[tuple[float, float, float], int] = {}
-        for i, t in enumerate(done):
-            interval = throughput_interval(t)
-            if interval is None:
-                continue
-            ends = sorted(signs[k] * np.array(interval))
-            worst[i, k], best[i, k] = ends[0], ends[1]
-            figure_of[i] = seen.setdefault((t.values[k], *interval), i)
-    kept = []
-    for i in range(len(done)):
-        same = (figure_of == figure_of[i])[:, None]  # one measurement: compare it as exact
-        a_worst = np.where(same, values, worst)
-        b_best = np.where(same, values[i], best[i])
-        at_least = (a_worst >= b_best).all(axis=1)
-        beyond = (a_worst > b_best).any(axis=1)
-        if not (at_least & beyond).any():
-            kept.append(done[i])
-    return kept
+    ends = _ends(study, [(t.values, throughput_interval(t)) for t in done])
+    return [t for i, t in enumerate(done) if not _dominating(ends, i).any()]
+
+
+def dominated_by(
+    study: optuna.Study, known: dict[str, float], interval: tuple[float, float] | None
+) -> FrozenTrial | None:
+    """A feasible COMPLETE trial that dominates a point beyond the noise, compared as
+    noise_aware_front compares two trials (`interval`: the point's throughput interval); None
+    if none does. An objective missing from `known` counts as its best possible value."""
+    done = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.values and all(c <= 0 for c in t.constraints.values())
+    ]
+    if not done:
+        return None
+    best = {optuna.study.StudyDirection.MAXIMIZE: np.inf, optuna.study.StudyDirection.MINIMIZE: -np.inf}
+    point = [known.get(name, best[d]) for name, d in zip(objective_names(study), study.directions, strict=True)]
+    ends = _ends(study, [(t.values, throughput_interval(t)) for t in done] + [(point, interval)])
+    hits = np.flatnonzero(_dominating(ends, len(done)))
+    return done[int(hits[0])] if hits.size else None
 
 
 def confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:

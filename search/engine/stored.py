@@ -40,17 +40,22 @@ def candidate_plans(candidate: Candidate) -> tuple[NetworkPlan, NetworkPlan]:
     return net_full, deployed_plan(candidate, net_full)
 
 
+def converts(space: SearchSpace, candidate: Candidate) -> bool:
+    """Whether the candidate's deployed form is converted to TFLite (and so scored there)."""
+    objectives = space.spec.objectives
+    return candidate.quantization != "none" or "model_size" in objectives or "tflite_latency" in objectives
+
+
 def deploy_as_trial(
     model: Any, space: SearchSpace, candidate: Candidate, data: Dataset, *, latency: bool = False
 ) -> Deployed:
     """`model` converted and scored on `data`'s validation images as its trial's deployed form
     was: converted when an objective needs the file, with the candidate's quantization."""
-    objectives = space.spec.objectives
     return deploy(
         model,
         candidate.quantization,
         data,
-        convert="model_size" in objectives or "tflite_latency" in objectives,
+        convert=converts(space, candidate),
         latency=latency,
         threads=space.spec.compression.tflite_threads,
         pruned=candidate.pruning != "none",

@@ -172,6 +172,7 @@ class SupernetStrategy(Strategy):
         }
 
     def summary(self, report: dict[str, Any]) -> str:
+        from nas.search.engine.halving import whole_batches
         from nas.search.space.elastic import phase_ranges
 
         tuned = report["finetune"]["epochs"]
@@ -181,7 +182,13 @@ class SupernetStrategy(Strategy):
             + (f"progressive shrinking (epochs by phase: {phase_ranges(phases)})" if phases else "sandwich training")
             + (f", channels sorted by importance after epoch {after}" if (after := report["sort_after"]) else "")
             + (", smallest, middle and largest subnet scored after each epoch" if report["reference_subnets"] else "")
-            + f", BatchNorm re-calibrated on {report['calibration_batches']} batches; "
+            + f", BatchNorm re-calibrated on {report['calibration_batches']} batches"
+            + (
+                f", subnets scored on {whole_batches(halving['subset'])} validation images first "
+                "(successive halving, on sets over twice as large); "
+                if (halving := report["halving"])["enabled"]
+                else "; "
+            )
             + (f"front fine-tuned {tuned} epochs after the search; " if tuned else "front not fine-tuned; ")
             + f"elastic: {', '.join(report['elastic'])}; fixed for the supernet: "
             + (", ".join(f"{k}={v}" for k, v in report["fixed"].items()) or "nothing")

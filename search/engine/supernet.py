@@ -22,8 +22,10 @@ import optuna
 from nas.search.data import Dataset, pipeline
 from nas.search.engine.evaluation import EpochCallback, TrialWork
 from nas.search.engine.events import SearchEvents
+from nas.search.engine.halving import SCORE_BATCH, first_images, upper_bound
 from nas.search.engine.keras_evaluation import KerasEvaluation, KerasSetup
 from nas.search.engine.options import SearchOptions
+from nas.search.engine.stored import converts
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
 from nas.search.space.elastic import ElasticSpace, elastic_space, phase_ranges, progressive_phases
@@ -176,22 +178,39 @@ def calibration_batches(data: Dataset, batch_size: int, count: int) -> list[Any]
     return batches
 
 
+@dataclass
+class Scored:
+    """A running sum over validation images: cross-entropy, correct predictions, images."""
+
+    loss_sum: float = 0.0
+    correct: int = 0
+    count: int = 0
+
+    def add(self, model: keras.Model, x: np.ndarray, y: np.ndarray) -> Scored:
+        for images, batch_labels in pipeline(x, y, SCORE_BATCH, shuffle_seed=None):
+            probs = np.asarray(model(images, training=False))
+            labels = np.asarray(batch_labels)
+            picked = np.clip(probs[np.arange(len(labels)), labels], 1e-7, 1.0)
+            self.loss_sum += float(-np.log(picked).sum())
+            self.correct += int((probs.argmax(axis=-1) == labels).sum())
+            self.count += len(labels)
+        return self
+
+    def figures(self) -> tuple[float, float]:
+        """(loss, accuracy) over the images scored."""
+        count = max(1, self.count)
+        return self.loss_sum / count, self.correct / count
+
+
 def evaluate(model: keras.Model, data: Dataset) -> tuple[float, float]:
     """(validation loss, validation accuracy) of `model`."""
-    loss_sum, correct = 0.0, 0
-    for x, y in pipeline(data.x_val, data.y_val, 256, shuffle_seed=None):
-        probs = np.asarray(model(x, training=False))
-        labels = np.asarray(y)
-        picked = np.clip(probs[np.arange(len(labels)), labels], 1e-7, 1.0)
-        loss_sum += float(-np.log(picked).sum())
-        correct += int((probs.argmax(axis=-1) == labels).sum())
-    count = max(1, len(data.y_val))
-    return loss_sum / count, correct / count
+    return Scored().add(model, data.x_val, data.y_val).figures()
 
 
 class SupernetEvaluation(KerasEvaluation):
     """The seam for a supernet study: `build` extracts the subnet, `train` re-calibrates its
-    BatchNorm and scores it; measuring, deploying and keeping are the real ones."""
+    BatchNorm and scores it (on a subset first under halving); measuring, deploying and keeping
+    are the real ones."""
 
     def __init__(self, space: SearchSpace, setup: KerasSetup, trained: TrainedSupernet, **kwargs: Any) -> None:
         super().__init__(space, setup, **kwargs)
@@ -201,6 +220,21 @@ class SupernetEvaluation(KerasEvaluation):
         self.calibration = calibration_batches(
             data, trained.supernet.candidate.batch_size, settings.calibration_batches
         )
+        self.halving = settings.halving
+        self.first, warning = first_images(settings.halving, data.y_val, SCORE_BATCH)
+        if warning:
+            self.warn(warning)
+        elif self.first:
+            self.warn(
+                f"supernet: successive halving: each subnet is scored on {self.first} of the {len(data.y_val)} "
+                "validation images first, on the rest only if it may reach the front"
+            )
+
+    def _halves(self, work: TrialWork) -> bool:
+        """Whether this subnet is scored on the subset first: only where the accuracy it is told
+        is its Keras model's. A converted one (quantized, or for model_size or tflite_latency) is
+        told its TFLite accuracy, which the Keras model's subset does not bound."""
+        return bool(self.first) and not converts(self.space, work.candidate)
 
     def build(self, work: TrialWork) -> None:
         work.model = extract(self.trained.supernet, work.candidate)
@@ -208,9 +242,26 @@ class SupernetEvaluation(KerasEvaluation):
     def train(self, work: TrialWork, on_epoch: EpochCallback) -> TrainResult:
         assert work.model is not None
         started = time.perf_counter()
-        recalibrate(work.model, self.calibration)
-        loss, accuracy = evaluate(work.model, self.data)
-        seconds = round(time.perf_counter() - started, 4)
         work.trial.set_user_attr(TrialAttr.ACCURACY_SOURCE, "supernet")
+        recalibrate(work.model, self.calibration)
+        data, scored = self.data, Scored()
+        if self._halves(work):
+            n, z = self.first, self.halving.z
+            scored.add(work.model, data.x_val[:n], data.y_val[:n])
+            record: dict[str, Any] = {
+                "images": n,
+                "of": len(data.y_val),
+                "correct": scored.correct,
+                "accuracy": scored.correct / n,
+                "upper_bound": upper_bound(scored.correct, n, z),
+                "z": z,
+                "seconds": round(time.perf_counter() - started, 4),
+            }
+            work.on_bound(record["upper_bound"], record)  # raises when the trial stops here
+            scored.add(work.model, data.x_val[n:], data.y_val[n:])  # the same batches, the same sums
+        else:
+            scored.add(work.model, data.x_val, data.y_val)
+        loss, accuracy = scored.figures()
+        seconds = round(time.perf_counter() - started, 4)
         history = {"val_loss": [loss], "val_accuracy": [accuracy], "seconds": [seconds]}
         return TrainResult(accuracy, loss, history, seconds, 0.0)

@@ -20,6 +20,7 @@ from nas.search.engine.early_stopping import (
     rung_point,
 )
 from nas.search.engine.evaluation import Evaluation, PhaseCallback, TrialWork
+from nas.search.engine.front import dominated_by
 from nas.search.engine.retention import kept_on_finish
 from nas.search.nets import deployed_plan, plan_network, static_constraints
 from nas.search.records import Screened, TrialAttr
@@ -38,13 +39,17 @@ class TrialOutcome:
     PRUNED, so no sampler, plot or `best_trials` reads a stand-in value as a measurement)."""
 
     values: list[float] | None
-    screened: Screened | None = None  # set when a constraint rejected it before training
+    screened: Screened | None = None  # set when a constraint (or halving) stopped it before its accuracy
     stopped: RungDecision | None = None  # set when early stopping ended its training at a rung
 
 
 class _StopAtRung(Exception):  # a signal out of the training loop, not an error
     def __init__(self, decision: RungDecision) -> None:
         self.decision = decision
+
+
+class _Halved(Exception):
+    """A signal out of the evaluation's scoring (successive halving), not an error."""
 
 
 def measured_constraints(c: ConstraintsSpec, cost: HardwareCost) -> dict[str, float]:
@@ -159,11 +164,14 @@ class TrialRunner:
             assert run.cost is not None
             if self._screened(run, measured_constraints(self.space.spec.constraints, run.cost), Screened.MEASURED):
                 return self._screen_out(run, Screened.MEASURED)
+            run.on_bound = lambda upper, record: self._at_bound(run, upper, record)
             try:
                 with run.phase("train", self.on_phase):
                     self._train(run)
             except _StopAtRung as stop:
                 return self._stop_at_rung(run, stop.decision)
+            except _Halved:
+                return self._screen_out(run, Screened.HALVING)
             with run.phase("deploy", self.on_phase):
                 self._deploy(run)
             values = self._values(run)
@@ -245,6 +253,25 @@ class TrialRunner:
         trial.set_user_attr(TrialAttr.RUNGS, run.rungs)
         if not decision.keep:
             raise _StopAtRung(decision)
+
+    def _at_bound(self, run: TrialWork, upper: float, record: dict[str, Any]) -> None:
+        """Successive halving: stop the trial when a feasible COMPLETE trial dominates, beyond
+        the noise (front.py), its best case: the accuracy's upper bound, the throughput's high
+        end, and every objective deploying may still change at its best (so never dominated in
+        it). If a trial dominates that, it dominates the trial's figures from the whole set."""
+        trial, cost = run.trial, run.cost
+        assert cost is not None
+        primary = cost.primary
+        known = {"accuracy": upper, "throughput": primary.images_per_s}
+        known = {k: v for k, v in known.items() if k in self.space.spec.objectives}
+        interval = (primary.low, primary.high) if primary.low is not None and primary.high is not None else None
+        dominator = dominated_by(trial.study, known, interval)
+        trial.set_user_attr(
+            TrialAttr.HALVING, {**record, "dominated_by": dominator.number if dominator is not None else None}
+        )
+        if dominator is not None:
+            trial.set_user_attr(TrialAttr.SCREENED, Screened.HALVING)
+            raise _Halved
 
     def _stop_at_rung(self, run: TrialWork, decision: RungDecision) -> TrialOutcome:
         """A trial early stopping ended: PRUNED, with where and why and what was known."""

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from nas.search.results.report import build_report as build_report
     from nas.search.results.report import pareto_png as pareto_png
     from nas.search.results.summaries import cache_summary as cache_summary
+    from nas.search.results.summaries import screened_line as screened_line
     from nas.search.results.summaries import stopped_early_line as stopped_early_line
     from nas.search.results.summaries import study_summaries as study_summaries
 
@@ -24,7 +25,7 @@ __getattr__, __dir__ = lazy_exports(
         "export": ["ExportRequest", "run_export"],
         "pareto": ["hypervolume_2d", "objective_names", "pareto_records", "to_csv", "to_json"],
         "report": ["build_report", "pareto_png"],
-        "summaries": ["cache_summary", "stopped_early_line", "study_summaries"],
+        "summaries": ["cache_summary", "screened_line", "stopped_early_line", "study_summaries"],
     },
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "pareto_png",
     "pareto_records",
     "run_export",
+    "screened_line",
     "stopped_early_line",
     "study_summaries",
     "to_csv",

@@ -118,7 +118,8 @@ def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenT
         if t is None:
             raise NasError(f"{{trial}} {n}: study '{study.study_name}' has no trial {n}")
         if t.state != TrialState.COMPLETE or t.user_attrs.get(TrialAttr.SCREENED):
-            what = "was screened out before training" if t.user_attrs.get(TrialAttr.SCREENED) else f"is {t.state.name}"
+            screened = t.user_attrs.get(TrialAttr.SCREENED)
+            what = f"was screened out ({screened})" if screened else f"is {t.state.name}"
             raise NasError(f"{{trial}} {n}: trial {n} {what}; only trained trials can be exported")
         chosen.append(t)
     return chosen

@@ -296,6 +296,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         elif t.user_attrs.get(TrialAttr.SCREENED):  # stopped by a constraint: only what was known then
             row["state"] = f"screened ({t.user_attrs[TrialAttr.SCREENED]})"
             row.update(t.user_attrs.get(TrialAttr.KNOWN_OBJECTIVES) or {})
+            if half := t.user_attrs.get(TrialAttr.HALVING):  # its accuracy on the subset, as an early-stopped one's
+                row["accuracy"] = half["accuracy"]
         row["params"] = t.user_attrs.get(TrialAttr.PARAMS)
         row["FLOPs"] = t.user_attrs.get(TrialAttr.FLOPS)
         row["seconds"] = (t.user_attrs.get(TrialAttr.DURATIONS) or {}).get("total")

@@ -37,6 +37,25 @@ def stopped_early_line(trials: list[FrozenTrial]) -> str | None:
     return f"{total} trial{'s' if total != 1 else ''} stopped early ({parts})"
 
 
+def screened_by_kind(trials: list[FrozenTrial]) -> Counter[str]:
+    """How many trials were screened, by kind (a Screened value: static, measured, halving)."""
+    return Counter(
+        str(t.user_attrs[TrialAttr.SCREENED])
+        for t in trials
+        if t.state == TrialState.PRUNED and t.user_attrs.get(TrialAttr.SCREENED)
+    )
+
+
+def screened_line(trials: list[FrozenTrial]) -> str | None:
+    """'N trials screened (halving: a, measured: b)', or None when none was."""
+    kinds = screened_by_kind(trials)
+    if not kinds:
+        return None
+    total = sum(kinds.values())
+    parts = ", ".join(f"{kind}: {n}" for kind, n in sorted(kinds.items()))
+    return f"{total} trial{'s' if total != 1 else ''} screened ({parts})"
+
+
 def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
     rows = []
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
@@ -47,7 +66,7 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         accuracy = names.index("accuracy") if "accuracy" in names else None
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
-        screened = sum(1 for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(TrialAttr.SCREENED))
+        screened = screened_by_kind(trials)
         rungs = stopped_by_rung(trials)
         rows.append(
             {
@@ -56,7 +75,8 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
                 "budget": study.user_attrs.get(StudyAttr.BUDGET),
                 "running": states[TrialState.RUNNING],
                 "failed": states[TrialState.FAIL],
-                "screened": screened,
+                "screened": sum(screened.values()),
+                "screened_by_kind": dict(sorted(screened.items())),
                 "stopped_early": sum(rungs.values()),
                 "stopped_early_by_rung": {str(k): n for k, n in sorted(rungs.items())},
                 "queued": states[TrialState.WAITING],

@@ -285,6 +285,17 @@ class FinetuneSpec(Spec):
     )
 
 
+class HalvingSpec(Spec):
+    """Successive halving over subnets: each is scored on the first `subset` validation images,
+    and the rest of the set is scored only if an upper bound of its accuracy is not dominated."""
+
+    enabled: bool = Field(True, description="score a subset first and stop subnets whose best case is dominated")
+    subset: int = Field(
+        2048, ge=1, le=10_000_000, description="validation images scored first, rounded up to whole batches of 256"
+    )
+    z: float = Field(3.5, ge=1, le=10, description="confidence of the accuracy's upper bound, as a normal z")
+
+
 class SupernetSpec(Spec):
     """`search.strategy: supernet`: one weight-sharing network trained once, whose subnets the
     trials then evaluate with inherited weights (search/supernet/)."""
@@ -318,6 +329,15 @@ class SupernetSpec(Spec):
     # stored with the epochs and rate it took, so other settings fine-tune again.
     finetune: FinetuneSpec = Field(
         FinetuneSpec(), description="after the search, the front's subnets trained on from their inherited weights"
+    )
+    # On by default: a subnet scored in full gets the figure it got without halving (the same
+    # batches), and one stopped was dominated even at its best case. Not in the study's
+    # fingerprint: it decides how much of the set is scored, never what a COMPLETE trial's
+    # accuracy means. A stopped trial is PRUNED, which samplers read as a bad trial (TPE) or
+    # skip (NSGA-II), as they do a screened one; a dominated COMPLETE trial would have told them
+    # about as little, and resuming with other settings keeps every stored trial meaningful.
+    halving: HalvingSpec = Field(
+        HalvingSpec(), description="score each subnet on a validation subset first; stop it there if dominated"
     )
 
 

@@ -34,6 +34,7 @@ class SupernetRules(StrategyRules):
         data = search.model_dump(mode="json", include={"strategy", "supernet"})
         data["supernet"].pop("finetune")  # it acts after the search (spec.py)
         data["supernet"].pop("reference_subnets")  # it reads the weights, never changes them
+        data["supernet"].pop("halving")  # how much of the validation set is scored (spec.py)
         if data["supernet"]["schedule"] == "sandwich":
             data["supernet"].pop("schedule")  # a study from before schedules was trained with sandwich
         if not data["supernet"]["sort_channels"]:

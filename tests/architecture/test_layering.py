@@ -70,6 +70,7 @@ TF_FREE_MODULES = (
     "nas.search.deploy.deployed",
     "nas.search.training.result",
     "nas.search.engine.front",
+    "nas.search.engine.halving",
     "nas.search.engine.events",
     "nas.search.engine.liveness",
     "nas.search.engine.recovery",
