@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import optuna
 
+from nas.errors import NasError
 from nas.search.data import Dataset, pipeline
 from nas.search.engine.evaluation import EpochCallback, TrialWork
 from nas.search.engine.events import SearchEvents
@@ -82,10 +83,15 @@ def prepare_supernet(
     largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
     supernet = Supernet(largest, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
-        training = SupernetTraining(settings.epochs)
+        training = SupernetTraining(settings.epochs, space=space.fingerprint())
         sort_after = sort_epoch(settings.epochs, settings.sort_channels)
         if path.exists():
             held = checkpoint_progress(path)
+            if held.space and held.space != training.space:
+                raise NasError(
+                    f"{path} holds a supernet trained for another space (an earlier study of the name "
+                    f"'{study.study_name}'); delete it, or keep this study's files elsewhere with {{artifacts}}"
+                )
             training.done, training.history = held.done, held.history
         if training.done >= training.epochs:
             load_checkpoint(path, supernet)  # an unfinished one train_supernet loads, with the optimizer

@@ -62,6 +62,9 @@ class SupernetTraining:
     epochs: int
     done: int = 0  # epochs finished (and checkpointed)
     history: list[dict[str, Any]] = field(default_factory=list)
+    # The space's fingerprint the weights were trained for: a checkpoint of another space left in
+    # a study's folder (a new database, the same study name) must not pass for this one's.
+    space: str = ""
 
 
 def _optimizer_for(supernet: Supernet, steps: int) -> Any:
@@ -76,6 +79,7 @@ def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: Su
     arrays |= {f"o:{i}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
     arrays["done"] = np.array(training.done, np.int64)
     arrays["history"] = np.array(json.dumps(training.history))
+    arrays["space"] = np.array(training.space)
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, allow_pickle=False, **arrays)
     os.replace(tmp, path)  # a kill mid-write leaves the previous epoch's checkpoint whole
@@ -84,7 +88,8 @@ def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: Su
 def checkpoint_progress(path: Path) -> SupernetTraining:
     """The epochs a checkpoint holds, without reading its weights (an npz reads keys lazily)."""
     with np.load(path) as data:
-        return SupernetTraining(epochs=0, done=int(data["done"]), history=json.loads(str(data["history"])))
+        space = str(data["space"]) if "space" in data.files else ""  # older checkpoints hold none
+        return SupernetTraining(0, int(data["done"]), json.loads(str(data["history"])), space)
 
 
 def load_checkpoint(path: Path, supernet: Supernet, optimizer: Any | None = None) -> SupernetTraining:

@@ -422,3 +422,23 @@ def test_recalibration_reaches_the_batchnorm_of_a_nested_model() -> None:
     norm = inner.layers[-1]
     expected = np.asarray(inner.layers[0](2.0 * batch)).mean(axis=(0, 1, 2))
     np.testing.assert_allclose(np.asarray(norm.moving_mean), expected, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_supernet_left_by_another_space_of_the_same_name_is_refused(tmp_path: Path) -> None:
+    """A new database, the same study name, another space: the folder's supernet.npz was
+    trained for the old space and must not score this study's subnets."""
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump(_space(trials=1)))
+    result = run_cli("search", str(first), "--no-weights", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for path in tmp_path.glob("nas.db*"):
+        path.unlink()
+    other = _space(trials=1)
+    other["model"]["width_multiplier"] = {"choice": [0.75, 1.0]}
+    second = tmp_path / "second.yaml"
+    second.write_text(yaml.safe_dump(other))
+    result = run_cli("search", str(second), "--no-weights", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "supernet.npz holds a supernet trained for another space" in result.stderr
+    assert "--artifacts" in result.stderr and len(result.stderr.strip().splitlines()) == 1
