@@ -3,11 +3,14 @@
 The supernet holds the space's largest network. A subnet chooses, per stage, how many blocks
 run (the first k), which kernel (the centre of the largest), which expansion (the first
 channels of the hidden layer) and whether squeeze-and-excitation runs, and one width (the
-first channels of every layer): those four families are elastic. Knobs that only training
-reads (learning rate, batch size, optimizer, dropout, precision) cannot differ between subnets
-that share one training, so each is fixed at one value for it. Post-training quantization acts
-on each subnet after it is extracted and stays searchable. Anything else that changes a
-network's structure (strides, filters, resolution, activations, pruning) has no shared form:
+first channels of every layer); and the input resolution and the stem's stride, which change
+no weight's shape (every convolution slides the same kernels over a larger or smaller map and
+the head pools globally: the same weights run at any spatial size, as in Once-for-All's
+elastic resolution). Those five families are elastic. Knobs that only training reads
+(learning rate, batch size, optimizer, dropout, precision) cannot differ between subnets that
+share one training, so each is fixed at one value for it. Post-training quantization acts on
+each subnet after it is extracted and stays searchable. Anything else that changes a
+network's structure (a stage's stride or filters, activations, pruning) has no shared form:
 such a space is refused, naming the parameter. No TensorFlow: `nas space show` reads this.
 
 Progressive shrinking (Once-for-All; `search.supernet.schedule: progressive`) opens those
@@ -29,7 +32,11 @@ from nas.search.space.params import Param, shown
 from nas.search.space.searchspace import SearchSpace
 
 ELASTIC_STAGE_FIELDS = ("depth", "kernel", "expansion", "se")
-ELASTIC_GLOBALS = ("width_multiplier",)
+ELASTIC_GLOBALS = ("width_multiplier", "resolution", "stem_stride")
+# The spatial ones: the same weights at another map size. A smaller stem stride is the larger
+# network (4x the work at stride 1 as at 2).
+SPATIAL = ("resolution", "stem_stride")
+_SMALLER_IS_LARGER = ("stem_stride",)
 # Where each training knob lives in the space file.
 TRAINING_KNOBS = {
     "batch_size": "training",
@@ -43,9 +50,10 @@ TRAINING_KNOBS = {
 SEARCHABLE_AFTER_TRAINING = ("quantization",)
 _STAGE_PARAM = re.compile(r"^(?:stage\d+|shared)\.(\w+)$")
 # Progressive shrinking's phases: the largest network alone, then each elastic dimension
-# opened in this order (Once-for-All's); SE opens with the expansion it gates.
+# opened in this order (Once-for-All's, which samples the resolution from the start: here it
+# opens first); SE opens with the expansion it gates, the stem's stride with the resolution.
 LARGEST_PHASE = "largest"
-DIMENSIONS = ("kernel", "depth", "expansion", "width")
+DIMENSIONS = ("resolution", "kernel", "depth", "expansion", "width")
 _DIMENSION_OF = {"kernel": "kernel", "depth": "depth", "expansion": "expansion", "se": "expansion"}
 
 
@@ -56,6 +64,8 @@ def is_elastic(name: str) -> bool:
 
 def dimension_of(name: str) -> str:
     """The progressive-shrinking dimension an elastic parameter belongs to."""
+    if name in SPATIAL:
+        return "resolution"
     if name in ELASTIC_GLOBALS:
         return "width"
     match = _STAGE_PARAM.match(name)
@@ -73,8 +83,8 @@ def progressive_phases(epochs: int, dimensions: Sequence[str]) -> list[str]:
     dimensions, in order, one more epoch each to the last ones where they do not divide. Every
     phase gets an epoch where the epochs allow: with no more epochs than dimensions there is no
     `largest` phase, and with fewer, the first dimensions open together with the first phase
-    that has an epoch (the last phase, everything open, always runs). 12 epochs, all four
-    dimensions elastic: largest 1-3, kernel 4-5, depth 6-7, expansion 8-9, width 10-12.
+    that has an epoch (the last phase, everything open, always runs). 12 epochs, kernel, depth,
+    expansion and width elastic: largest 1-3, kernel 4-5, depth 6-7, expansion 8-9, width 10-12.
     A pure function of its arguments: a resumed training finds its phase from the epoch alone."""
     count = len(dimensions)
     if not count:
@@ -201,7 +211,9 @@ def _draw(p: Param, rng: np.random.Generator) -> Any:
     return float(rng.uniform(p.low, p.high))
 
 
-def _extreme(p: Param, largest: bool) -> Any:
+def _extreme(name: str, p: Param, largest: bool) -> Any:
+    if name in _SMALLER_IS_LARGER:
+        largest = not largest
     if p.choices:
         return max(p.choices) if largest else min(p.choices)
     return p.high if largest else p.low
@@ -234,7 +246,7 @@ def elastic_space(space: SearchSpace) -> ElasticSpace:
         if not is_elastic(name):
             raise NasError(
                 f"{name}: a supernet cannot share this choice (elastic: depth, kernel, expansion, se, "
-                "width_multiplier); fix it or use search.strategy: trials"
+                "width_multiplier, resolution, stem_stride); fix it or use search.strategy: trials"
             )
         if name.endswith(".expansion") and p.discrete and 1.0 in p.values():
             raise NasError(
@@ -244,11 +256,12 @@ def elastic_space(space: SearchSpace) -> ElasticSpace:
         elastic.append(name)
     if not elastic:
         raise NasError(
-            "search.strategy: supernet needs at least one elastic choice (depth, kernel, expansion, se, width)"
+            "search.strategy: supernet needs at least one elastic choice "
+            "(depth, kernel, expansion, se, width, resolution, stem stride)"
         )
     narrowed = _with_fixed(space, fixed)
-    largest = {name: _extreme(params[name], True) for name in elastic}
-    smallest = {name: _extreme(params[name], False) for name in elastic}
+    largest = {name: _extreme(name, params[name], True) for name in elastic}
+    smallest = {name: _extreme(name, params[name], False) for name in elastic}
     return ElasticSpace(narrowed, tuple(elastic), fixed, largest, smallest)
 
 

@@ -6,7 +6,9 @@ kernel, and 0/1 switches for the blocks past a stage's depth, for squeeze-and-ex
 for residual connections. Every mask is applied after a layer's BatchNormalization and
 activation, so a masked channel is exactly zero where the next layer reads it: the supernet
 in a configuration computes what the extracted subnet (extract.py) computes. The masks are
-tensors of fixed shapes, so one traced training step serves every subnet; the forward pass is
+tensors of fixed shapes, so one traced training step serves every subnet of a spatial shape;
+the resolution and the stem's stride (`Spatial`) change no weight, only the size of every map,
+so they are plain arguments of the forward pass (a traced step per shape). The forward pass is
 written on TensorFlow's ops because Keras layers cannot take per-call channel masks.
 """
 
@@ -23,6 +25,13 @@ from nas.search.nets import NetworkPlan, plan_network
 from nas.search.nets.plan import BN_EPSILON, BN_MOMENTUM, HEAD_HIDDEN, LOGITS, RESIZE, BlockPlan, ConvBN
 from nas.search.runtime import import_tensorflow
 from nas.search.space import Candidate
+
+# (resolution, stem stride) a subnet runs at.
+Spatial = tuple[int, int]
+
+
+def spatial_of(plan: NetworkPlan) -> Spatial:
+    return (plan.resolution, plan.stem_stride)
 
 
 @dataclass(frozen=True)
@@ -118,11 +127,9 @@ class Supernet:
             self._conv(HEAD_HIDDEN, (net.head_ch, net.head_hidden), bias=True)
             features = net.head_hidden
         self._conv(LOGITS, (features, net.classes), bias=True)
-        self.resize = (
-            keras.layers.Resizing(net.resolution, net.resolution, name=RESIZE)
-            if net.resolution != net.input_size
-            else None
-        )
+        # One Resizing layer per resolution (no weights): the layer an extracted subnet of that
+        # resolution resizes with, so both compute the same images.
+        self._resizers: dict[int, Any] = {}
 
     # --- weights ------------------------------------------------------------------------
 
@@ -255,13 +262,21 @@ class Supernet:
             h = on * h + (1.0 - on) * x
         return h
 
-    def __call__(self, x: Any, m: dict[str, Any], *, training: bool = False) -> Any:
-        """Class probabilities of the subnet the masks `m` describe."""
+    def _resize(self, x: Any, resolution: int) -> Any:
+        if resolution == self.plan.input_size:
+            return x
+        if resolution not in self._resizers:
+            self._resizers[resolution] = keras.layers.Resizing(resolution, resolution, name=RESIZE)
+        return self._resizers[resolution](x)
+
+    def __call__(self, x: Any, m: dict[str, Any], *, training: bool = False, spatial: Spatial | None = None) -> Any:
+        """Class probabilities of the subnet the masks `m` describe, run at `spatial`
+        (resolution, stem stride; by default the largest network's)."""
         tf, net = self.tf, self.plan
         act = keras.activations.get(net.activation)
-        if self.resize is not None:
-            x = self.resize(x)
-        x = act(self._conv_norm(net.stem, x, training, net.stem_stride)) * m["stem"]
+        resolution, stride = spatial or spatial_of(net)
+        x = self._resize(x, resolution)
+        x = act(self._conv_norm(net.stem, x, training, stride)) * m["stem"]
         for b in net.blocks:
             x = self._block(b, x, m, training)
         x = act(self._conv_norm(net.head, x, training)) * m["head"]

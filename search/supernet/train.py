@@ -39,8 +39,8 @@ import numpy as np
 
 from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.space.elastic import ElasticSpace, progressive_phases
-from nas.search.supernet.network import Supernet
+from nas.search.space.elastic import SPATIAL, ElasticSpace, progressive_phases
+from nas.search.supernet.network import Spatial, Supernet, spatial_of
 from nas.search.training.train import make_optimizer
 
 SANDWICH = 4  # largest, smallest and two random subnets per step
@@ -131,21 +131,30 @@ def train_supernet(
     spec = {k: tf.TensorSpec([SANDWICH, *np.shape(v)], tf.float32) for k, v in probe.items()}
     signature = [tf.TensorSpec([None, *data.x_train.shape[1:]], tf.float32), tf.TensorSpec([None], tf.int32), spec]
 
-    # No autograph: the step has no tensor-dependent Python control flow to convert.
-    @tf.function(input_signature=signature, autograph=False)  # type: ignore[untyped-decorator]
-    def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
-        with tf.GradientTape() as tape:
-            teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True)
-            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
-            soft = tf.stop_gradient(teacher)
-            correct = [tf.reduce_sum(tf.cast(tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y), tf.float32))]
-            for i in range(1, SANDWICH):
-                student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True)
-                loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
-                hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
-                correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
-        optimizer.apply(tape.gradient(loss, variables), variables)
-        return loss, tf.stack(correct)
+    def make_step(shapes: tuple[Spatial, ...]) -> Any:
+        """The training step of a sandwich whose subnets run at `shapes` (a traced graph per
+        combination: map sizes are part of a graph)."""
+
+        # No autograph: the step has no tensor-dependent Python control flow to convert.
+        @tf.function(input_signature=signature, autograph=False)  # type: ignore[untyped-decorator]
+        def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
+            with tf.GradientTape() as tape:
+                teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True, spatial=shapes[0])
+                loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
+                soft = tf.stop_gradient(teacher)
+                hits = tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y)
+                correct = [tf.reduce_sum(tf.cast(hits, tf.float32))]
+                for i in range(1, SANDWICH):
+                    student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True, spatial=shapes[i])
+                    loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
+                    hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
+                    correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
+            optimizer.apply(tape.gradient(loss, variables), variables)
+            return loss, tf.stack(correct)
+
+        return step
+
+    steps: dict[tuple[Spatial, ...], Any] = {}
 
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
@@ -163,9 +172,16 @@ def train_supernet(
             smallest = plan(elastic.smallest_within(opened))
         total, seen, hits = 0.0, 0, np.zeros(SANDWICH)
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
-            drawn = [plan(elastic.random_params(rng, keep)) for _ in range(SANDWICH - 2)]
-            masks = supernet.stacked_masks([largest, smallest, *drawn])
-            loss, correct = step(x, y, masks)
+            first = elastic.random_params(rng, keep)
+            # The random subnets of a step share one spatial shape (Once-for-All samples a
+            # resolution per batch): at most one traced step per shape, not per pair of shapes.
+            shared = keep | {name: first[name] for name in SPATIAL if name in first}
+            drawn = [plan(first), *(plan(elastic.random_params(rng, shared)) for _ in range(SANDWICH - 3))]
+            sandwich = [largest, smallest, *drawn]
+            shapes = tuple(spatial_of(p) for p in sandwich)
+            if shapes not in steps:
+                steps[shapes] = make_step(shapes)
+            loss, correct = steps[shapes](x, y, supernet.stacked_masks(sandwich))
             total += float(loss) * int(y.shape[0])
             seen += int(y.shape[0])
             hits += correct.numpy()

@@ -46,7 +46,6 @@ def test_a_fixed_stem_stride_keeps_the_fingerprint_it_had_as_a_plain_number() ->
     [
         (3, {}, "model.stem_stride: 3 is not one of [1, 2]"),
         ({"choice": [1, 4]}, {}, "model.stem_stride: 4 is not one of [1, 2]"),
-        ({"choice": [1, 2]}, {"strategy": "supernet"}, "stem_stride: a supernet cannot share this choice"),
     ],
 )
 def test_a_stem_stride_it_cannot_use_is_refused(stride: Any, search: dict[str, Any], message: str) -> None:

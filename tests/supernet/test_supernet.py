@@ -215,7 +215,7 @@ def test_recalibration_changes_only_the_statistics_to_their_average_over_the_bat
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"model": {"resolution": {"choice": [8, 16]}}}, "resolution: a supernet cannot share"),
+        ({"stage": {"filters": {"choice": [16, 24]}}}, "stage1.filters: a supernet cannot share"),
         ({"stage": {"expansion": {"choice": [1, 6]}}}, "stage1.expansion: expansion 1"),
         ({"search": {"early_stopping": {"method": "asha"}}}, "search.early_stopping"),
         ({"search": {"supernet": {"fixed": {"width_multiplier": 0.5}}}}, "search.supernet.fixed.width_multiplier"),
