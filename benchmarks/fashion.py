@@ -52,11 +52,11 @@ from benchmarks.fashion_state import (
 )
 
 
-def _nas(args: list[str], seconds: float, artifacts: Path = RUNS / "artifacts") -> int:
+def run_nas(args: list[str], seconds: float, artifacts: Path = RUNS / "artifacts", database: Path = DATABASE) -> int:
     """`nas ARGS` in its own process, stopped (SIGINT, then SIGKILL) when `seconds` run out:
     nas' own resume picks up from there. Returns its exit status (130 or -9 when stopped)."""
     WORK.mkdir(parents=True, exist_ok=True)
-    env = os.environ | {"NAS_STORAGE": f"sqlite:///{DATABASE}", "NAS_ARTIFACTS": str(artifacts)}
+    env = os.environ | {"NAS_STORAGE": f"sqlite:///{database}", "NAS_ARTIFACTS": str(artifacts)}
     process = subprocess.Popen([sys.executable, "-m", "nas", *args], cwd=REPO, env=env)
     try:
         return process.wait(timeout=max(1.0, seconds))
@@ -82,7 +82,9 @@ def search(minutes: float) -> None:
         return
     seconds = min(left, minutes * 60)
     started, code_of = time.monotonic(), stamps.commit()
-    code = _nas(["search", SPACE, "--study", STUDY, "--trials", "1000", "--timeout", f"{seconds:.0f}"], seconds + 900)
+    code = run_nas(
+        ["search", SPACE, "--study", STUDY, "--trials", "1000", "--timeout", f"{seconds:.0f}"], seconds + 900
+    )
     spent = time.monotonic() - started
     state["search_seconds"] += min(spent, seconds)
     state["chunks"].append(chunk("search", spent, code, code_of))
@@ -105,7 +107,7 @@ def train(minutes: float) -> None:
     already final-trained with the recipe are kept as they are."""
     started, code_of = time.monotonic(), stamps.commit()
     members = ",".join(map(str, front_members()))
-    code = _nas(["train", STUDY, "--trials", members], minutes * 60, WORK / "artifacts")
+    code = run_nas(["train", STUDY, "--trials", members], minutes * 60, WORK / "artifacts")
     state = progress()
     state["chunks"].append(chunk("train", time.monotonic() - started, code, code_of))
     save_progress(state)

@@ -140,7 +140,7 @@ def space_reference() -> str:
     intro = (
         "# Space file reference\n\n"
         "Every key a space file takes, generated from the schema nas validates it with "
-        "(`search/space/spec.py`, `model_spec.py`, `compression_spec.py`), so it is always the "
+        "(`search/space/spec.py`, `model_spec.py`, `compression_spec.py`, `supernet_spec.py`), so it is always the "
         "version you run. A *searchable* key takes a plain value or a search domain "
         "(`{choice: [...]}`, `{int: [low, high]}`, `{float: [low, high], log: true}`, each with an "
         "optional `when:`), inside the range shown; how to write them: "

@@ -37,6 +37,7 @@ from nas.search.engine.supernet import calibration_batches, checkpoint_path
 from nas.search.records import StudyAttr
 from nas.search.space import Candidate, SearchSpace
 from nas.search.space.elastic import elastic_space
+from nas.search.space.strategies import planned_epochs
 from nas.search.supernet.extract import extract, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import checkpoint_progress, load_checkpoint
@@ -71,10 +72,10 @@ def _front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def _trained_supernet(study: optuna.Study, space: SearchSpace, data: Dataset, path: Path, seed: int) -> Supernet:
     name = study.study_name
-    planned = space.spec.search.supernet.epochs
     if not path.is_file():
         raise NasError(f"study '{name}' has no supernet checkpoint at {path}; run `nas search` on it first")
-    done = checkpoint_progress(path).done
+    held = checkpoint_progress(path)
+    done, planned = held.done, planned_epochs(space.spec.search) or held.epochs
     if done < planned:
         raise NasError(f"study '{name}': its supernet has trained {done} of {planned} epochs; run `nas search` on it")
     elastic = elastic_space(space)

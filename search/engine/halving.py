@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from nas.search.space.spec import HalvingSpec
+    from nas.search.space.supernet_spec import HalvingSpec
 
 
 SCORE_BATCH = 256  # images per batch when a subnet is scored (engine/supernet.py)

@@ -130,6 +130,9 @@ def _work(
         events.stop()
         return SearchOutcome(study, complete, options.trials, 0, 0, StoppedBy.BUDGET)
 
+    # --timeout counts from here: a supernet's training, which the evaluation does first, is
+    # part of the search's time (`epochs: auto` fits it in a share of the timeout).
+    started = time.monotonic()
     context = EvaluationContext(study, storage, space, options, events, data)
     made = (evaluation or strategy_for(space).evaluation)(context)
     runner = TrialRunner(
@@ -150,7 +153,7 @@ def _work(
     freeze_survivors()
     try:
         with Interrupts(events) as interrupts:
-            stopped_by = loop.run(interrupts, recycle_after, keep_going)
+            stopped_by = loop.run(interrupts, recycle_after, keep_going, started)
     finally:
         events.stop()
     finished = counts(study)[0]
@@ -189,8 +192,10 @@ class _TrialLoop:
             trial.set_user_attr(TrialAttr.WORKER, self.identity)
             return trial, False
 
-    def run(self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool]) -> StoppedBy:
-        started = time.monotonic()
+    def run(
+        self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool], started: float
+    ) -> StoppedBy:
+        """Trials until the budget, the timeout (counted from `started`), a stop or a failure."""
         while True:
             for line in recover_orphans(self.study, GRACE_PERIOD_S):
                 if line not in self.warned:

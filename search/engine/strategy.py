@@ -157,16 +157,18 @@ class SupernetStrategy(Strategy):
 
     def describe(self, space: SearchSpace) -> dict[str, Any]:
         from nas.search.space.elastic import elastic_space, progressive_phases
+        from nas.search.space.strategies import planned_epochs
         from nas.search.supernet.train import sort_epoch
 
         settings = space.spec.search.supernet
         elastic = elastic_space(space)  # a space it cannot share was refused when it was loaded
-        progressive = settings.schedule == "progressive"
+        epochs = planned_epochs(space.spec.search)  # None: auto, decided when the training starts
+        progressive = settings.schedule == "progressive" and epochs is not None
         return {
             "strategy": self.name,
             **settings.model_dump(exclude={"fixed"}),
-            "phases": progressive_phases(settings.epochs, elastic.dimensions()) if progressive else None,
-            "sort_after": sort_epoch(settings.epochs, settings.sort_channels),
+            "phases": progressive_phases(epochs, elastic.dimensions()) if progressive and epochs else None,
+            "sort_after": sort_epoch(epochs, settings.sort_channels) if epochs else None,
             "elastic": list(elastic.elastic),
             "fixed": elastic.fixed,
         }
@@ -177,10 +179,24 @@ class SupernetStrategy(Strategy):
 
         tuned = report["finetune"]["epochs"]
         phases = report["phases"]
+        epochs = report["epochs"]
+        schedule = report["schedule"] == "progressive"
         return (
-            f"Search strategy: supernet, {report['epochs']} epochs of "
-            + (f"progressive shrinking (epochs by phase: {phase_ranges(phases)})" if phases else "sandwich training")
+            "Search strategy: supernet, "
+            + (
+                f"{epochs} epochs of "
+                if epochs != "auto"
+                else f"as many epochs as fit in {report['budget_share']:.0%} of --timeout (measured at the start) of "
+            )
+            + (
+                f"progressive shrinking (epochs by phase: {phase_ranges(phases)})"
+                if phases
+                else "progressive shrinking"
+                if schedule
+                else "sandwich training"
+            )
             + (f", channels sorted by importance after epoch {after}" if (after := report["sort_after"]) else "")
+            + (", channels sorted by importance a quarter in" if report["sort_channels"] and epochs == "auto" else "")
             + (", smallest, middle and largest subnet scored after each epoch" if report["reference_subnets"] else "")
             + f", BatchNorm re-calibrated on {report['calibration_batches']} batches"
             + (

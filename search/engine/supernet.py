@@ -11,7 +11,7 @@ the report and the dashboard read it like any study.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,12 @@ from nas.search.engine.stored import converts
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
 from nas.search.space.elastic import ElasticSpace, elastic_space, phase_ranges, progressive_phases
+from nas.search.space.strategies import planned_epochs
+from nas.search.supernet.budget import epochs_for_budget
 from nas.search.supernet.extract import extract, inherit, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import (
+    ReferenceScore,
     SupernetTraining,
     checkpoint_progress,
     load_checkpoint,
@@ -83,8 +86,7 @@ def prepare_supernet(
     largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
     supernet = Supernet(largest, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
-        training = SupernetTraining(settings.epochs, space=space.fingerprint())
-        sort_after = sort_epoch(settings.epochs, settings.sort_channels)
+        training = SupernetTraining(planned_epochs(space.spec.search) or 0, space=space.fingerprint())
         if path.exists():
             held = checkpoint_progress(path)
             if held.space and held.space != training.space:
@@ -93,12 +95,17 @@ def prepare_supernet(
                     f"'{study.study_name}'); delete it, or keep this study's files elsewhere with {{artifacts}}"
                 )
             training.done, training.history = held.done, held.history
+            training.epochs = training.epochs or held.epochs
+        score = ReferenceSubnets(elastic, data, settings.calibration_batches) if settings.reference_subnets else None
+        if not training.epochs:  # `epochs: auto`, not decided yet
+            training.epochs = _decided_epochs(study, supernet, elastic, data, options, events, score)
+        sort_after = sort_epoch(training.epochs, settings.sort_channels)
         if training.done >= training.epochs:
             load_checkpoint(path, supernet)  # an unfinished one train_supernet loads, with the optimizer
             events.message(f"supernet: trained ({training.done} epochs), loaded from {path}")
             return TrainedSupernet(supernet, elastic, training)
         progressive = settings.schedule == "progressive"
-        phases = progressive_phases(settings.epochs, elastic.dimensions()) if progressive else []
+        phases = progressive_phases(training.epochs, elastic.dimensions()) if progressive else []
         if training.done:
             events.message(f"supernet: resuming from epoch {training.done} of {training.epochs} ({path})")
         else:
@@ -112,7 +119,7 @@ def prepare_supernet(
             )
 
         def on_epoch(epoch: int, epochs: int, figures: dict[str, Any]) -> None:
-            record: dict[str, Any] = {
+            record: dict[str, Any] = (study.user_attrs.get(StudyAttr.SUPERNET) or {}) | {
                 "epochs": epochs,
                 "done": epoch,
                 "history": training.history,
@@ -129,7 +136,6 @@ def prepare_supernet(
                 + f" ({figures['seconds']:.0f} s)"
             )
 
-        score = ReferenceSubnets(elastic, data, settings.calibration_batches) if settings.reference_subnets else None
         train_supernet(
             supernet,
             elastic,
@@ -143,6 +149,37 @@ def prepare_supernet(
             score=score,
         )
     return TrainedSupernet(supernet, elastic, training)
+
+
+def _decided_epochs(
+    study: optuna.Study,
+    supernet: Supernet,
+    elastic: ElasticSpace,
+    data: Dataset,
+    options: SearchOptions,
+    events: SearchEvents,
+    score: ReferenceScore | None,
+) -> int:
+    """`epochs: auto`: the count stored on the study by the worker that decided it (its
+    training may have been killed before its first checkpoint), else measured now from
+    --timeout and stored before the training starts."""
+    record = study.user_attrs.get(StudyAttr.SUPERNET) or {}
+    if record.get("epochs"):
+        return int(record["epochs"])
+    if options.timeout is None:
+        raise NasError(
+            "search.supernet.epochs: auto needs a time budget to fit the epochs in; give --timeout, or set the epochs"
+        )
+    share = elastic.space.spec.search.supernet.budget_share
+    seconds = share * options.timeout
+    events.message(f"supernet: timing its training steps to fit the epochs in {share:.0%} of {options.timeout:.0f} s")
+    budget = epochs_for_budget(supernet, elastic, data, seconds=seconds, seed=options.seed, score=score)
+    events.message(f"supernet: {budget.describe(seconds)}")
+    study.set_user_attr(
+        StudyAttr.SUPERNET,
+        {"epochs": budget.epochs, "done": 0, "history": [], "fixed": elastic.fixed, "budget": asdict(budget)},
+    )
+    return budget.epochs
 
 
 class ReferenceSubnets:

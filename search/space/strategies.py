@@ -39,12 +39,21 @@ class SupernetRules(StrategyRules):
             data["supernet"].pop("schedule")  # a study from before schedules was trained with sandwich
         if not data["supernet"]["sort_channels"]:
             data["supernet"].pop("sort_channels")  # a study from before channel sorting was trained without it
+        if data["supernet"]["epochs"] != "auto":
+            data["supernet"].pop("budget_share")  # it decides nothing where the epochs are given
         return data
 
     def check(self, space: SearchSpace) -> None:
         from nas.search.space.elastic import elastic_space  # it builds SearchSpaces itself
 
         elastic_space(space)
+
+
+def planned_epochs(search: SearchSpec) -> int | None:
+    """The supernet's epochs where the space file gives them; None for `auto` (decided when
+    the training starts, then stored)."""
+    epochs = search.supernet.epochs
+    return None if epochs == "auto" else epochs
 
 
 RULES: dict[str, StrategyRules] = {"trials": StrategyRules(), "supernet": SupernetRules()}

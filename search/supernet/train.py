@@ -34,16 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import keras
 import numpy as np
 
 from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.space.elastic import SPATIAL, ElasticSpace, progressive_phases
-from nas.search.supernet.network import Spatial, Supernet, spatial_of
+from nas.search.space.elastic import ElasticSpace, progressive_phases
+from nas.search.supernet.network import Supernet
+from nas.search.supernet.steps import SANDWICH, SandwichStep, draw_sandwich
 from nas.search.training.train import make_optimizer
 
-SANDWICH = 4  # largest, smallest and two random subnets per step
 EpochCallback = Callable[[int, int, dict[str, Any]], None]
 # The reference subnets' accuracies of the supernet as it is (engine/supernet.py).
 ReferenceScore = Callable[[Supernet], dict[str, float]]
@@ -78,6 +77,7 @@ def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: Su
     arrays = {f"w:{key}": value for key, value in supernet.get_state().items()}
     arrays |= {f"o:{i}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
     arrays["done"] = np.array(training.done, np.int64)
+    arrays["epochs"] = np.array(training.epochs, np.int64)  # the plan: `epochs: auto` decides it once
     arrays["history"] = np.array(json.dumps(training.history))
     arrays["space"] = np.array(training.space)
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -89,7 +89,8 @@ def checkpoint_progress(path: Path) -> SupernetTraining:
     """The epochs a checkpoint holds, without reading its weights (an npz reads keys lazily)."""
     with np.load(path) as data:
         space = str(data["space"]) if "space" in data.files else ""  # older checkpoints hold none
-        return SupernetTraining(0, int(data["done"]), json.loads(str(data["history"])), space)
+        epochs = int(data["epochs"]) if "epochs" in data.files else 0
+        return SupernetTraining(epochs, int(data["done"]), json.loads(str(data["history"])), space)
 
 
 def load_checkpoint(path: Path, supernet: Supernet, optimizer: Any | None = None) -> SupernetTraining:
@@ -118,7 +119,6 @@ def train_supernet(
 ) -> SupernetTraining:
     """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
     checkpoint after each epoch."""
-    tf = supernet.tf
     c = supernet.candidate
     steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
     optimizer = _optimizer_for(supernet, steps_per_epoch * training.epochs)
@@ -126,35 +126,7 @@ def train_supernet(
         # The file is written before the study records the epoch: it is the one to trust.
         held = load_checkpoint(checkpoint, supernet, optimizer)
         training.done, training.history = held.done, held.history
-    variables = supernet.trainable_variables
-    probe = supernet.masks(supernet.plan)
-    spec = {k: tf.TensorSpec([SANDWICH, *np.shape(v)], tf.float32) for k, v in probe.items()}
-    signature = [tf.TensorSpec([None, *data.x_train.shape[1:]], tf.float32), tf.TensorSpec([None], tf.int32), spec]
-
-    def make_step(shapes: tuple[Spatial, ...]) -> Any:
-        """The training step of a sandwich whose subnets run at `shapes` (a traced graph per
-        combination: map sizes are part of a graph)."""
-
-        # No autograph: the step has no tensor-dependent Python control flow to convert.
-        @tf.function(input_signature=signature, autograph=False)  # type: ignore[untyped-decorator]
-        def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
-            with tf.GradientTape() as tape:
-                teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True, spatial=shapes[0])
-                loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
-                soft = tf.stop_gradient(teacher)
-                hits = tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y)
-                correct = [tf.reduce_sum(tf.cast(hits, tf.float32))]
-                for i in range(1, SANDWICH):
-                    student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True, spatial=shapes[i])
-                    loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
-                    hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
-                    correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
-            optimizer.apply(tape.gradient(loss, variables), variables)
-            return loss, tf.stack(correct)
-
-        return step
-
-    steps: dict[tuple[Spatial, ...], Any] = {}
+    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer)
 
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
@@ -172,16 +144,7 @@ def train_supernet(
             smallest = plan(elastic.smallest_within(opened))
         total, seen, hits = 0.0, 0, np.zeros(SANDWICH)
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
-            first = elastic.random_params(rng, keep)
-            # The random subnets of a step share one spatial shape (Once-for-All samples a
-            # resolution per batch): at most one traced step per shape, not per pair of shapes.
-            shared = keep | {name: first[name] for name in SPATIAL if name in first}
-            drawn = [plan(first), *(plan(elastic.random_params(rng, shared)) for _ in range(SANDWICH - 3))]
-            sandwich = [largest, smallest, *drawn]
-            shapes = tuple(spatial_of(p) for p in sandwich)
-            if shapes not in steps:
-                steps[shapes] = make_step(shapes)
-            loss, correct = steps[shapes](x, y, supernet.stacked_masks(sandwich))
+            loss, correct = step(x, y, draw_sandwich(elastic, rng, keep, (largest, smallest), plan))
             total += float(loss) * int(y.shape[0])
             seen += int(y.shape[0])
             hits += correct.numpy()

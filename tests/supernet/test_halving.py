@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from nas.search.engine.front import dominated_by, noise_aware_front
 from nas.search.engine.halving import first_images, tail, upper_bound
-from nas.search.space.spec import HalvingSpec
+from nas.search.space.supernet_spec import HalvingSpec
 
 from ..helpers import run_cli
 from .test_supernet import _space

@@ -1,0 +1,288 @@
+"""The supernet strategy on Fashion-MNIST (issue 47): how well its inherited accuracies rank
+subnets, and what it reaches end to end against the `trials` strategy, on the preset
+spaces/fashion_mnist.yaml with the same 1-hour budget as benchmarks/fashion.py.
+
+The supernet study's space is the preset with `search.strategy: supernet`, `epochs: auto`
+(half of the hour, measured when the training starts: the training is inside the clock), no
+fine-tuning after the search (`nas train` starts the front from its inherited weights with the
+preset's final recipe instead) and a trial budget the hour bounds. It is written to
+benchmarks/fashion-runs/supernet/space.yaml when first used, so the figures name the exact
+file. Every piece resumes after a kill, stops within its --minutes, and keeps its results
+under benchmarks/fashion-runs/supernet/ (committed as each piece ends):
+
+    python -m benchmarks.fashion_supernet search SEED [--minutes 62]   # the supernet search's hour
+    python -m benchmarks.fashion_supernet trials SEED [--minutes 62]   # the trials strategy, another seed
+    python -m benchmarks.fashion_supernet train STUDY [--minutes 55]   # nas train on a study's front
+    python -m benchmarks.fashion_supernet standalone [--minutes 55]    # 40 subnets x 2 seeds from scratch
+    python -m benchmarks.fashion_supernet ranking [--minutes 55]       # inherited and fine-tuned vs stand-alone
+    python -m benchmarks.fashion_supernet status
+
+`trials` seed 0 is benchmarks/fashion.py's study (its database); other seeds run here.
+`standalone` trains 40 subnets spread evenly over the space's FLOPs (drawn once, stored) with
+the preset's training settings at the knobs the supernet trains with, two seeds each: the seeds'
+agreement is the ceiling of any ranking. `ranking` takes those subnets out of the seed-0
+supernet (BatchNorm re-estimated as a trial's is), scores them on the validation set, fine-tunes
+each `--finetune-epochs` epochs and scores it again, and ranks both against the stand-alone mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+import yaml
+
+from benchmarks import stamps
+from benchmarks.fashion import run_nas
+from benchmarks.fashion_state import REPO, WORK, chunk
+
+HERE = WORK / "supernet"
+DATABASE = HERE / "supernet.db"
+SPACE_FILE = HERE / "space.yaml"
+SEARCH_SECONDS = 3600
+SUBNETS = 40
+SEEDS = 2
+
+
+def _load(name: str, empty: dict[str, Any]) -> dict[str, Any]:
+    path = HERE / name
+    return json.loads(path.read_text()) if path.is_file() else empty
+
+
+def _save(name: str, document: dict[str, Any]) -> None:
+    HERE.mkdir(parents=True, exist_ok=True)
+    tmp = HERE / f"{name}.tmp"
+    tmp.write_text(json.dumps(document, indent=1) + "\n")
+    os.replace(tmp, HERE / name)  # a kill mid-write keeps the previous file whole
+
+
+def space_document() -> dict[str, Any]:
+    """The preset with the supernet strategy (written once, then read back: the file is the record)."""
+    if SPACE_FILE.is_file():
+        document: dict[str, Any] = yaml.safe_load(SPACE_FILE.read_text())
+        return document
+    document = yaml.safe_load((REPO / "spaces" / "fashion_mnist.yaml").read_text())
+    document["name"] = "fashion_supernet"
+    document["search"] |= {
+        "strategy": "supernet",
+        "trials": 100_000,  # the hour bounds it
+        "supernet": {"epochs": "auto", "budget_share": 0.5, "finetune": {"epochs": 0}},
+    }
+    HERE.mkdir(parents=True, exist_ok=True)
+    SPACE_FILE.write_text(yaml.safe_dump(document, sort_keys=False))
+    return document
+
+
+def _search(kind: str, seed: int, minutes: float) -> None:
+    """One piece of a study's hour: `nas search` with what is left of it as --timeout (the
+    supernet's training inside it), killed after `minutes` (the study resumes next piece)."""
+    name = f"fashion_{kind}_s{seed}"
+    progress = _load("progress.json", {"searches": {}, "chunks": []})
+    spent = progress["searches"].get(name, 0.0)
+    left = SEARCH_SECONDS - spent
+    if left <= 0:
+        print(f"{name}: its {SEARCH_SECONDS} s are spent")
+        return
+    space = str(SPACE_FILE) if kind == "supernet" else "fashion_mnist"
+    if kind == "supernet":
+        space_document()
+    seconds = min(left, minutes * 60)
+    started, commit, at = time.monotonic(), stamps.commit(), stamps.now()
+    args = ["search", space, "--study", name, "--seed", str(seed), "--trials", "100000", "--timeout", f"{left:.0f}"]
+    code = run_nas(args, seconds, HERE / "artifacts", database=DATABASE)
+    took = time.monotonic() - started
+    progress["searches"][name] = spent + min(took, left)
+    progress["chunks"].append(chunk(name, took, code, commit) | {"started": at})
+    _save("progress.json", progress)
+
+
+def train(study: str, minutes: float) -> None:
+    """`nas train` on a study's whole front (as benchmarks/fashion.py's train piece)."""
+    import optuna
+
+    found = optuna.load_study(study_name=study, storage=f"sqlite:///{DATABASE}")
+    members = ",".join(str(t.number) for t in sorted(found.best_trials, key=lambda t: (-t.values[0], t.number)))
+    started, commit = time.monotonic(), stamps.commit()
+    code = run_nas(["train", study, "--trials", members], minutes * 60, HERE / "artifacts", database=DATABASE)
+    progress = _load("progress.json", {"searches": {}, "chunks": []})
+    progress["chunks"].append(chunk(f"train {study}", time.monotonic() - started, code, commit))
+    _save("progress.json", progress)
+
+
+def _setup() -> tuple[Any, Any, Any]:
+    """(the supernet study's space, its elastic view, the data)."""
+    from nas.search.data import load_dataset
+    from nas.search.runtime import import_tensorflow, set_debug
+    from nas.search.space import space_from_dict
+    from nas.search.space.elastic import elastic_space
+
+    set_debug(False)
+    import_tensorflow()
+    space = space_from_dict(space_document(), str(SPACE_FILE))
+    return space, elastic_space(space), load_dataset(space.spec.dataset)
+
+
+def spread_subnets(elastic: Any, count: int) -> list[dict[str, Any]]:
+    """`count` subnets evenly spread over the FLOPs of 4,000 drawn uniformly (seed 0)."""
+    import numpy as np
+
+    from nas.search.nets import plan_network
+
+    rng = np.random.default_rng(0)
+    drawn = [elastic.random_params(rng) for _ in range(4000)]
+    flops = [plan_network(elastic.space.candidate(p, num_classes=10, channels=1)).flops() for p in drawn]
+    order = sorted(range(len(drawn)), key=lambda i: flops[i])
+    picked = [order[int((k + 0.5) * len(order) / count)] for k in range(count)]
+    return [drawn[i] | {"flops": flops[i]} for i in picked]
+
+
+def standalone(minutes: float) -> None:
+    """The subnets trained from scratch with the preset's training settings, each stored as it ends."""
+    import keras
+
+    from nas.search.nets import build_plan, plan_network
+    from nas.search.training import train_and_evaluate
+
+    deadline = time.monotonic() + minutes * 60
+    _, elastic, data = _setup()
+    document = _load("standalone.json", {})
+    if not document:
+        document = {"subnets": spread_subnets(elastic, SUBNETS), "runs": [], "fixed": elastic.fixed}
+    document |= {"command": "python -m benchmarks.fashion_supernet standalone", "machine": stamps.machine()}
+    done = {(r["subnet"], r["seed"]) for r in document["runs"]}
+    todo = [(i, s) for s in range(SEEDS) for i in range(len(document["subnets"])) if (i, s) not in done]
+    print(f"{len(todo)} trainings to run ({len(done)} done)", flush=True)
+    for index, seed in todo:
+        if time.monotonic() > deadline:
+            break
+        started = time.perf_counter()
+        params = {k: v for k, v in document["subnets"][index].items() if k != "flops"}
+        candidate = elastic.space.candidate(params, num_classes=data.num_classes, channels=data.channels)
+        keras.utils.set_random_seed(seed)
+        result = train_and_evaluate(build_plan(plan_network(candidate)), candidate, data, seed=seed)
+        keras.backend.clear_session(free_memory=True)
+        took = time.perf_counter() - started
+        run = {"subnet": index, "seed": seed, "accuracy": round(result.accuracy, 4), "seconds": round(took, 1)}
+        document["runs"].append(run | {"commit": stamps.commit(), "ended": stamps.now()})
+        _save("standalone.json", document)
+        print(f"subnet {index} seed {seed}: {result.accuracy:.4f} ({took:.0f} s)", flush=True)
+
+
+def ranking(minutes: float, finetune_epochs: int) -> None:
+    """Inherited and fine-tuned accuracy of the stand-alone subnets, out of the seed-0 supernet."""
+    import dataclasses
+
+    import keras
+
+    from nas.search.engine.finetune import finetune_rate, finetune_subnet
+    from nas.search.engine.supernet import calibration_batches, evaluate
+    from nas.search.supernet.extract import extract, recalibrate
+    from nas.search.supernet.network import Supernet
+    from nas.search.supernet.train import load_checkpoint
+
+    deadline = time.monotonic() + minutes * 60
+    space, elastic, data = _setup()
+    subnets = _load("standalone.json", {}).get("subnets")
+    if not subnets:
+        raise SystemExit("error: run the standalone piece first (it draws the subnets)")
+    checkpoint = HERE / "artifacts" / "fashion_supernet_s0" / "supernet.npz"
+    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
+    supernet = Supernet(largest, seed=0)
+    held = load_checkpoint(checkpoint, supernet)
+    settings = space.spec.search.supernet
+    batches = calibration_batches(data, largest.batch_size, settings.calibration_batches)
+    document = _load("ranking.json", {"subnets": {}})
+    document |= {"supernet_epochs": held.done, "finetune_epochs": finetune_epochs, "machine": stamps.machine()}
+    for index, params in enumerate(subnets):
+        if time.monotonic() > deadline:
+            break
+        if str(index) in document["subnets"]:
+            continue
+        params = {k: v for k, v in params.items() if k != "flops"}
+        candidate = elastic.space.candidate(params, num_classes=data.num_classes, channels=data.channels)
+        started = time.perf_counter()
+        model = extract(supernet, candidate)
+        recalibrate(model, batches)
+        inherited = evaluate(model, data)[1]
+        rate = finetune_rate(candidate.learning_rate, settings.finetune.learning_rate)
+        tuned = dataclasses.replace(candidate, epochs=finetune_epochs, learning_rate=rate)
+        _, result = finetune_subnet(supernet, tuned, batches, data, seed=0)
+        keras.backend.clear_session(free_memory=True)
+        document["subnets"][str(index)] = {
+            "inherited": round(inherited, 4),
+            "finetuned": round(result.accuracy, 4),
+            "seconds": round(time.perf_counter() - started, 1),
+            "commit": stamps.commit(),
+        }
+        _save("ranking.json", document)
+        print(f"subnet {index}: inherited {inherited:.4f}, fine-tuned {result.accuracy:.4f}", flush=True)
+    correlations()
+
+
+def correlations() -> dict[str, Any]:
+    """Kendall tau and Spearman of each ranking against the stand-alone mean, and the seeds'
+    agreement with each other (the ceiling), over the subnets every figure exists for."""
+    from benchmarks.table import rank_correlations
+
+    runs = _load("standalone.json", {}).get("runs", [])
+    scored = _load("ranking.json", {"subnets": {}})["subnets"]
+    by_seed: dict[int, dict[int, float]] = {}
+    for run in runs:
+        by_seed.setdefault(run["seed"], {})[run["subnet"]] = run["accuracy"]
+    both = sorted(set.intersection(*(set(v) for v in by_seed.values())) if len(by_seed) == SEEDS else set())
+    out: dict[str, Any] = {"subnets_with_both_seeds": len(both)}
+    if len(both) >= 3:
+        out["seeds_against_each_other"] = rank_correlations(
+            [by_seed[0][i] for i in both], [by_seed[1][i] for i in both]
+        )
+        mean = {i: statistics.fmean(by_seed[s][i] for s in by_seed) for i in both}
+        ranked = [i for i in both if str(i) in scored]
+        out["ranked"] = len(ranked)
+        if len(ranked) >= 3:
+            truth = [mean[i] for i in ranked]
+            for figure in ("inherited", "finetuned"):
+                out[figure] = rank_correlations([scored[str(i)][figure] for i in ranked], truth)
+    _save("correlations.json", out)
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def status() -> None:
+    progress = _load("progress.json", {"searches": {}, "chunks": []})
+    for name, spent in sorted(progress["searches"].items()):
+        print(f"{name}: {spent:.0f} of {SEARCH_SECONDS} s")
+    document = _load("standalone.json", {})
+    print(f"standalone: {len(document.get('runs', []))} of {SUBNETS * SEEDS} trainings")
+    print(f"ranking: {len(_load('ranking.json', {'subnets': {}})['subnets'])} of {SUBNETS} subnets")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("piece", choices=["search", "trials", "train", "standalone", "ranking", "status"])
+    parser.add_argument("what", nargs="?", help="search/trials: the seed; train: the study")
+    parser.add_argument("--minutes", type=float, default=55.0, help="stop this piece after so long (it resumes)")
+    parser.add_argument("--finetune-epochs", type=int, default=1, help="ranking: fine-tuning epochs per subnet")
+    args = parser.parse_args()
+    if args.piece in ("search", "trials"):
+        seed = int(args.what or 0)
+        if args.piece == "trials" and seed == 0:
+            raise SystemExit("error: trials seed 0 is benchmarks/fashion.py's study")
+        _search("supernet" if args.piece == "search" else "trials", seed, args.minutes)
+    elif args.piece == "train":
+        if not args.what:
+            raise SystemExit("error: name the study (status lists them)")
+        train(args.what, args.minutes)
+    elif args.piece == "standalone":
+        standalone(args.minutes)
+    elif args.piece == "ranking":
+        ranking(args.minutes, args.finetune_epochs)
+    else:
+        status()
+
+
+if __name__ == "__main__":
+    main()

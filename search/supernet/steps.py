@@ -1,0 +1,81 @@
+"""One training step of the supernet: a sandwich of subnets (the largest on the labels, the
+others distilled from its predictions, BigNAS' in-place distillation), their gradients summed
+into one update of the shared weights. train.py runs it epoch after epoch; budget.py times it
+to decide how many epochs fit in a search's budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+
+from nas.search.nets import NetworkPlan
+from nas.search.space.elastic import SPATIAL, ElasticSpace
+from nas.search.supernet.network import Spatial, Supernet, spatial_of
+
+SANDWICH = 4  # largest, smallest and two random subnets per step
+
+
+def draw_sandwich(
+    elastic: ElasticSpace,
+    rng: np.random.Generator,
+    keep: dict[str, Any],
+    ends: tuple[NetworkPlan, NetworkPlan],
+    plan: Callable[[dict[str, Any]], NetworkPlan],
+) -> list[NetworkPlan]:
+    """The largest and smallest of `ends`, then the random subnets (the parameters in `keep`
+    at their values). The random subnets share one spatial shape (Once-for-All draws a
+    resolution per batch): at most one traced step per shape, not per pair of shapes."""
+    first = elastic.random_params(rng, keep)
+    shared = keep | {name: first[name] for name in SPATIAL if name in first}
+    drawn = [plan(first), *(plan(elastic.random_params(rng, shared)) for _ in range(SANDWICH - 3))]
+    return [*ends, *drawn]
+
+
+class SandwichStep:
+    """The training step, traced once per combination of the sandwich's spatial shapes (map
+    sizes are part of a graph). Called with the batch and the sandwich's plans; returns the
+    summed loss and each subnet's count of correct predictions."""
+
+    def __init__(self, supernet: Supernet, input_shape: tuple[int, ...], optimizer: Any) -> None:
+        tf = supernet.tf
+        self.supernet, self.optimizer, self.tf = supernet, optimizer, tf
+        probe = supernet.masks(supernet.plan)
+        spec = {k: tf.TensorSpec([SANDWICH, *np.shape(v)], tf.float32) for k, v in probe.items()}
+        self.signature = [tf.TensorSpec([None, *input_shape], tf.float32), tf.TensorSpec([None], tf.int32), spec]
+        self.traced: dict[tuple[Spatial, ...], Any] = {}
+
+    def _make(self, shapes: tuple[Spatial, ...]) -> Any:
+        tf, supernet, optimizer = self.tf, self.supernet, self.optimizer
+        variables = supernet.trainable_variables
+
+        # No autograph: the step has no tensor-dependent Python control flow to convert.
+        @tf.function(input_signature=self.signature, autograph=False)  # type: ignore[untyped-decorator]
+        def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
+            with tf.GradientTape() as tape:
+                teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True, spatial=shapes[0])
+                loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
+                soft = tf.stop_gradient(teacher)
+                hits = tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y)
+                correct = [tf.reduce_sum(tf.cast(hits, tf.float32))]
+                for i in range(1, SANDWICH):
+                    student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True, spatial=shapes[i])
+                    loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
+                    hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
+                    correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
+            optimizer.apply(tape.gradient(loss, variables), variables)
+            return loss, tf.stack(correct)
+
+        return step
+
+    def is_traced(self, sandwich: list[NetworkPlan]) -> bool:
+        return tuple(spatial_of(p) for p in sandwich) in self.traced
+
+    def __call__(self, x: Any, y: Any, sandwich: list[NetworkPlan]) -> tuple[Any, Any]:
+        shapes = tuple(spatial_of(p) for p in sandwich)
+        if shapes not in self.traced:
+            self.traced[shapes] = self._make(shapes)
+        result: tuple[Any, Any] = self.traced[shapes](x, y, self.supernet.stacked_masks(sandwich))
+        return result
