@@ -195,6 +195,8 @@ class SupernetStrategy(Strategy):
                 if schedule
                 else "sandwich training"
             )
+            + f", {report['random_subnets'] + 2} subnets per step "
+            + ("distilled from the largest" if report["distillation"] == "kl" else "all on the labels")
             + (f", channels sorted by importance after epoch {after}" if (after := report["sort_after"]) else "")
             + (", channels sorted by importance a quarter in" if report["sort_channels"] and epochs == "auto" else "")
             + (", smallest, middle and largest subnet scored after each epoch" if report["reference_subnets"] else "")

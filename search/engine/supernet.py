@@ -112,7 +112,8 @@ def prepare_supernet(
             events.message(
                 f"supernet: training {training.epochs} epochs ("
                 + (f"progressive shrinking, epochs by phase: {phase_ranges(phases)}; " if progressive else "")
-                + "sandwich of 4 subnets per step"
+                + f"sandwich of {settings.random_subnets + 2} subnets per step"
+                + (", distilled from the largest" if settings.distillation == "kl" else ", all on the labels")
                 + (f", channels sorted by importance after epoch {sort_after}" if sort_after else "")
                 + "), fixed: "
                 + ", ".join(f"{k}={v}" for k, v in elastic.fixed.items())
@@ -147,6 +148,8 @@ def prepare_supernet(
             sort_after=sort_after,
             schedule=settings.schedule,
             score=score,
+            random_subnets=settings.random_subnets,
+            distillation=settings.distillation,
         )
     return TrainedSupernet(supernet, elastic, training)
 
@@ -173,7 +176,17 @@ def _decided_epochs(
     share = elastic.space.spec.search.supernet.budget_share
     seconds = share * options.timeout
     events.message(f"supernet: timing its training steps to fit the epochs in {share:.0%} of {options.timeout:.0f} s")
-    budget = epochs_for_budget(supernet, elastic, data, seconds=seconds, seed=options.seed, score=score)
+    settings = elastic.space.spec.search.supernet
+    budget = epochs_for_budget(
+        supernet,
+        elastic,
+        data,
+        seconds=seconds,
+        seed=options.seed,
+        score=score,
+        random_subnets=settings.random_subnets,
+        distillation=settings.distillation,
+    )
     events.message(f"supernet: {budget.describe(seconds)}")
     study.set_user_attr(
         StudyAttr.SUPERNET,

@@ -39,6 +39,9 @@ class SupernetRules(StrategyRules):
             data["supernet"].pop("schedule")  # a study from before schedules was trained with sandwich
         if not data["supernet"]["sort_channels"]:
             data["supernet"].pop("sort_channels")  # a study from before channel sorting was trained without it
+        for key, default in (("random_subnets", 2), ("distillation", "kl")):
+            if data["supernet"][key] == default:
+                data["supernet"].pop(key)  # a study from before the setting was trained with its default
         if data["supernet"]["epochs"] != "auto":
             data["supernet"].pop("budget_share")  # it decides nothing where the epochs are given
         return data

@@ -49,6 +49,16 @@ class SupernetSpec(Spec):
         description="sandwich: every step's subnets vary every elastic choice; progressive: the largest network "
         "first, then kernel, depth, expansion (with SE) and width opened in turn (Once-for-All)",
     )
+    # The sandwich rule's settings (BigNAS): per step the largest, the smallest and this many random
+    # subnets; the others learn the largest's predictions (in-place distillation) or the labels.
+    random_subnets: int = Field(
+        2, ge=0, le=6, description="subnets drawn at random for each training step, beside the largest and the smallest"
+    )
+    distillation: Literal["kl", "labels"] = Field(
+        "kl",
+        description="what every subnet but the largest learns: kl, the largest's predictions (in-place "
+        "distillation); labels, the labels",
+    )
     # On by default: a user sees the supernet learn (issue 47); three re-calibrations and scorings
     # per epoch cost seconds against an epoch's minutes. They read the weights and change nothing,
     # so they are not in the study's fingerprint.

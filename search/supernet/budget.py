@@ -25,7 +25,7 @@ from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
 from nas.search.space.elastic import ElasticSpace
 from nas.search.supernet.network import Supernet
-from nas.search.supernet.steps import SandwichStep, draw_sandwich
+from nas.search.supernet.steps import SANDWICH, SandwichStep, draw_sandwich
 from nas.search.training.train import make_optimizer
 
 PROBE_STEPS = 12  # timed steps (after tracing): a median steady to a few per cent
@@ -57,6 +57,8 @@ def epochs_for_budget(
     seconds: float,
     seed: int,
     score: Callable[[Supernet], Any] | None = None,
+    random_subnets: int = SANDWICH - 2,
+    distillation: str = "kl",
 ) -> EpochBudget:
     """The epochs of sandwich training that fit in `seconds` on this machine, now."""
     started = time.perf_counter()
@@ -65,7 +67,8 @@ def epochs_for_budget(
     state = supernet.get_state()
     optimizer = make_optimizer(c.optimizer, c.learning_rate, steps_per_epoch)
     optimizer.build(supernet.trainable_variables)
-    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer)
+    size, distill = random_subnets + 2, distillation == "kl"
+    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer, size=size, distill=distill)
 
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
@@ -76,7 +79,7 @@ def epochs_for_budget(
     tracing = 0.0
     try:
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed):
-            sandwich = draw_sandwich(elastic, rng, {}, ends, plan)
+            sandwich = draw_sandwich(elastic, rng, {}, ends, plan, random_subnets)
             traced = step.is_traced(sandwich)
             t0 = time.perf_counter()
             float(step(x, y, sandwich)[0])  # waits for the step to finish

@@ -15,7 +15,7 @@ from nas.search.nets import NetworkPlan
 from nas.search.space.elastic import SPATIAL, ElasticSpace
 from nas.search.supernet.network import Spatial, Supernet, spatial_of
 
-SANDWICH = 4  # largest, smallest and two random subnets per step
+SANDWICH = 4  # largest, smallest and two random subnets per step: the default
 
 
 def draw_sandwich(
@@ -24,31 +24,44 @@ def draw_sandwich(
     keep: dict[str, Any],
     ends: tuple[NetworkPlan, NetworkPlan],
     plan: Callable[[dict[str, Any]], NetworkPlan],
+    random: int = SANDWICH - 2,
 ) -> list[NetworkPlan]:
-    """The largest and smallest of `ends`, then the random subnets (the parameters in `keep`
-    at their values). The random subnets share one spatial shape (Once-for-All draws a
-    resolution per batch): at most one traced step per shape, not per pair of shapes."""
+    """The largest and smallest of `ends`, then `random` subnets drawn (the parameters in
+    `keep` at their values). The random subnets share one spatial shape (Once-for-All draws a
+    resolution per batch): at most one traced step per shape, not per combination of shapes."""
+    if not random:
+        return list(ends)
     first = elastic.random_params(rng, keep)
     shared = keep | {name: first[name] for name in SPATIAL if name in first}
-    drawn = [plan(first), *(plan(elastic.random_params(rng, shared)) for _ in range(SANDWICH - 3))]
+    drawn = [plan(first), *(plan(elastic.random_params(rng, shared)) for _ in range(random - 1))]
     return [*ends, *drawn]
 
 
 class SandwichStep:
     """The training step, traced once per combination of the sandwich's spatial shapes (map
     sizes are part of a graph). Called with the batch and the sandwich's plans; returns the
-    summed loss and each subnet's count of correct predictions."""
+    summed loss and each subnet's count of correct predictions. The first subnet (the largest)
+    learns the labels; the others its predictions (`distill`, by KL divergence) or the labels."""
 
-    def __init__(self, supernet: Supernet, input_shape: tuple[int, ...], optimizer: Any) -> None:
+    def __init__(
+        self,
+        supernet: Supernet,
+        input_shape: tuple[int, ...],
+        optimizer: Any,
+        *,
+        size: int = SANDWICH,
+        distill: bool = True,
+    ) -> None:
         tf = supernet.tf
         self.supernet, self.optimizer, self.tf = supernet, optimizer, tf
+        self.size, self.distill = size, distill
         probe = supernet.masks(supernet.plan)
-        spec = {k: tf.TensorSpec([SANDWICH, *np.shape(v)], tf.float32) for k, v in probe.items()}
+        spec = {k: tf.TensorSpec([size, *np.shape(v)], tf.float32) for k, v in probe.items()}
         self.signature = [tf.TensorSpec([None, *input_shape], tf.float32), tf.TensorSpec([None], tf.int32), spec]
         self.traced: dict[tuple[Spatial, ...], Any] = {}
 
     def _make(self, shapes: tuple[Spatial, ...]) -> Any:
-        tf, supernet, optimizer = self.tf, self.supernet, self.optimizer
+        tf, supernet, optimizer, distill = self.tf, self.supernet, self.optimizer, self.distill
         variables = supernet.trainable_variables
 
         # No autograph: the step has no tensor-dependent Python control flow to convert.
@@ -60,9 +73,12 @@ class SandwichStep:
                 soft = tf.stop_gradient(teacher)
                 hits = tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y)
                 correct = [tf.reduce_sum(tf.cast(hits, tf.float32))]
-                for i in range(1, SANDWICH):
+                for i in range(1, len(shapes)):
                     student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True, spatial=shapes[i])
-                    loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
+                    if distill:
+                        loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
+                    else:
+                        loss += tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, student))
                     hits = tf.equal(tf.argmax(student, -1, output_type=tf.int32), y)
                     correct.append(tf.reduce_sum(tf.cast(hits, tf.float32)))
             optimizer.apply(tape.gradient(loss, variables), variables)
@@ -74,6 +90,8 @@ class SandwichStep:
         return tuple(spatial_of(p) for p in sandwich) in self.traced
 
     def __call__(self, x: Any, y: Any, sandwich: list[NetworkPlan]) -> tuple[Any, Any]:
+        if len(sandwich) != self.size:
+            raise ValueError(f"a sandwich of {len(sandwich)} subnets for a step of {self.size}")
         shapes = tuple(spatial_of(p) for p in sandwich)
         if shapes not in self.traced:
             self.traced[shapes] = self._make(shapes)

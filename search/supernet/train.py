@@ -116,6 +116,8 @@ def train_supernet(
     sort_after: int = 0,
     schedule: str = "sandwich",
     score: ReferenceScore | None = None,
+    random_subnets: int = SANDWICH - 2,
+    distillation: str = "kl",
 ) -> SupernetTraining:
     """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
     checkpoint after each epoch."""
@@ -126,7 +128,8 @@ def train_supernet(
         # The file is written before the study records the epoch: it is the one to trust.
         held = load_checkpoint(checkpoint, supernet, optimizer)
         training.done, training.history = held.done, held.history
-    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer)
+    size = random_subnets + 2
+    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer, size=size, distill=distillation == "kl")
 
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
@@ -142,9 +145,10 @@ def train_supernet(
             opened = elastic.opened(phases[epoch - 1])
             keep = elastic.closed(opened)
             smallest = plan(elastic.smallest_within(opened))
-        total, seen, hits = 0.0, 0, np.zeros(SANDWICH)
+        total, seen, hits = 0.0, 0, np.zeros(size)
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
-            loss, correct = step(x, y, draw_sandwich(elastic, rng, keep, (largest, smallest), plan))
+            sandwich = draw_sandwich(elastic, rng, keep, (largest, smallest), plan, random_subnets)
+            loss, correct = step(x, y, sandwich)
             total += float(loss) * int(y.shape[0])
             seen += int(y.shape[0])
             hits += correct.numpy()

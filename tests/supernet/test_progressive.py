@@ -173,7 +173,8 @@ def test_space_show_and_the_fingerprint_know_the_schedule(tmp_path: Path) -> Non
     text = " ".join(result.stdout.split())
     assert (
         "Search strategy: supernet, 12 epochs of progressive shrinking (epochs by phase: largest 1-3, kernel 4-5, "
-        "depth 6-7, expansion 8-9, width 10-12), smallest, middle and largest subnet scored after each epoch," in text
+        "depth 6-7, expansion 8-9, width 10-12), 4 subnets per step distilled from the largest, smallest, middle "
+        "and largest subnet scored after each epoch," in text
     )
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'nas.db'}")

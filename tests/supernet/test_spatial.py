@@ -100,3 +100,56 @@ def test_a_training_whose_sandwich_mixes_shapes_learns_and_the_random_subnets_sh
     unchanged = [k for k in before if k.endswith("/0") and np.array_equal(before[k], after[k])]
     assert not unchanged, unchanged  # every kernel got a gradient
     assert plan_network(supernet.candidate).resolution == 12
+
+
+def test_the_step_sums_the_largests_loss_on_the_labels_and_the_others_distilled_or_on_the_labels() -> None:
+    import keras
+
+    from nas.search.nets import plan_network
+    from nas.search.space import space_from_dict
+    from nas.search.space.elastic import elastic_space
+    from nas.search.supernet.network import Supernet, spatial_of
+    from nas.search.supernet.steps import SandwichStep, draw_sandwich
+    from nas.search.training.train import make_optimizer
+
+    elastic = elastic_space(space_from_dict(_spatial(epochs=1)))  # two stages: cheaper graphs
+    supernet = Supernet(elastic.space.candidate(elastic.largest, num_classes=10, channels=1), seed=0)
+
+    def plan(params: dict[str, Any]) -> Any:
+        return plan_network(elastic.space.candidate(params, num_classes=10, channels=1))
+
+    rng = np.random.default_rng(0)
+    x = rng.random((16, 8, 8, 1)).astype("float32")
+    y = rng.integers(0, 10, 16).astype("int32")
+    ends = (plan(elastic.largest), plan(elastic.smallest))
+    for random, distill in ((0, True), (1, False), (3, True)):
+        sandwich = draw_sandwich(elastic, rng, {}, ends, plan, random)
+        assert len(sandwich) == random + 2
+        optimizer = make_optimizer("sgd", 0.01, 10)
+        optimizer.build(supernet.trainable_variables)
+        step = SandwichStep(supernet, (8, 8, 1), optimizer, size=random + 2, distill=distill)
+        outputs = [np.asarray(supernet(x, supernet.masks(p), training=True, spatial=spatial_of(p))) for p in sandwich]
+        expected = float(np.mean(keras.losses.sparse_categorical_crossentropy(y, outputs[0])))
+        for out in outputs[1:]:
+            other = (
+                keras.losses.kl_divergence(outputs[0], out)
+                if distill
+                else keras.losses.sparse_categorical_crossentropy(y, out)
+            )
+            expected += float(np.mean(other))
+        loss, correct = step(x, y, sandwich)
+        assert abs(float(loss) - expected) < 1e-4 * max(1.0, expected), (random, distill)
+        assert correct.shape == (random + 2,)
+
+
+def test_the_sandwich_settings_are_part_of_the_study_only_when_they_differ_from_their_defaults() -> None:
+    from nas.search.space import space_from_dict
+
+    def fingerprint(**supernet: Any) -> str:
+        return space_from_dict(_space(supernet={"epochs": 3, **supernet})).fingerprint()
+
+    before = fingerprint()  # a study made before the settings existed resumes
+    assert fingerprint(random_subnets=2, distillation="kl") == before
+    assert len({before, fingerprint(random_subnets=3), fingerprint(distillation="labels")}) == 3
+    assert fingerprint(budget_share=0.3) == before  # it decides nothing where the epochs are given
+    assert fingerprint(epochs="auto", budget_share=0.3) != fingerprint(epochs="auto")
