@@ -6,8 +6,9 @@ filled with finished trials in bulk (random parameters, two objectives, as many 
 attributes as a nas trial stores), and at each size the time of what the engine does per
 trial around the evaluation is measured over `--repeats` trials: ask through nas' sampler
 (multivariate TPE with constant liar, inside DistinctSampler, inside PartialFixedSampler for
-the supernet's fixed knobs), sample the space, tell, and read the study's Pareto front (the
-halving and the weight retention read it). The ratio to the smallest size is the figure.
+the supernet's fixed knobs), sample the space, tell, then read the study's Pareto front and
+its counts as the engine does after each trial (`front_s`). The ratio to the smallest size is
+the figure.
 
     python -m benchmarks.sampler_cost --sizes 100,1000,3000 --out benchmarks/sampler_cost.json
 """
@@ -61,7 +62,9 @@ def _fill(study: optuna.Study, elastic: Any, count: int, rng: np.random.Generato
 
 def measure(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     from benchmarks.fashion_supernet import space_document
+    from nas.search.engine.optuna_private import front_trials
     from nas.search.engine.samplers import make_sampler
+    from nas.search.engine.study import counts
     from nas.search.engine.supernet import fixed_sampler
     from nas.search.space import space_from_dict
     from nas.search.space.elastic import elastic_space
@@ -84,7 +87,8 @@ def measure(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
                 elastic.space.sample(trial, num_classes=10, channels=1)
                 study.tell(trial, [float(rng.uniform(0.7, 0.93)), float(rng.uniform(3e3, 3e4))])
                 t1 = time.perf_counter()
-                study.best_trials  # noqa: B018  (the front, as halving and retention read it)
+                front_trials(study)  # the front, as the engine reads it after each trial
+                counts(study)  # the budget's count, before and after each trial
                 front.append(time.perf_counter() - t1)
                 ask.append(t1 - t0)
             have += repeats

@@ -22,7 +22,7 @@ from nas.search.engine.events import SearchEvents, TrialReport
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
 from nas.search.engine.options import SearchOptions
-from nas.search.engine.optuna_private import trial_id
+from nas.search.engine.optuna_private import front_trials, trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.samplers import make_sampler, worker_sampler
@@ -193,9 +193,15 @@ class _TrialLoop:
             return trial, False
 
     def run(
-        self, interrupts: Interrupts, recycle_after: int | None, keep_going: Callable[[], bool], started: float
+        self,
+        interrupts: Interrupts,
+        recycle_after: int | None,
+        keep_going: Callable[[], bool],
+        started: float | None = None,
     ) -> StoppedBy:
-        """Trials until the budget, the timeout (counted from `started`), a stop or a failure."""
+        """Trials until the budget, the timeout (counted from `started`, default now), a stop or
+        a failure."""
+        started = time.monotonic() if started is None else started
         while True:
             for line in recover_orphans(self.study, GRACE_PERIOD_S):
                 if line not in self.warned:
@@ -283,9 +289,9 @@ class _TrialLoop:
         if failure is not None:
             self.failed += 1
             self.consecutive_failures += 1
-            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(study.best_trials))
+            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front_trials(study)))
             return True
-        front = study.best_trials  # one non-dominated sort per trial, for retention and the display
+        front = front_trials(study)  # one non-dominated sort per trial, for retention and the display
         if self.weights is not None:
             self._retain_weights(self.weights, front)
         self.ran += 1
