@@ -213,7 +213,7 @@ def main() -> None:
             Path(tmp) / "supernet.npz",
             seed=args.seed,
             on_epoch=lambda e, n, f: print(f"epoch {e}/{n}: {f}", flush=True),
-            sort_after=sort_epoch(args.epochs, args.sort_channels),
+            sort_channels=args.sort_channels,
         )
     train_s = time.perf_counter() - started
 

@@ -35,7 +35,7 @@ from nas.search.supernet.budget import epochs_for_budget
 from nas.search.supernet.extract import extract, inherit, recalibrate
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.train import (
-    ReferenceScore,
+    DecideEpochs,
     SupernetTraining,
     checkpoint_progress,
     load_checkpoint,
@@ -97,21 +97,22 @@ def prepare_supernet(
             training.done, training.history = held.done, held.history
             training.epochs = training.epochs or held.epochs
         score = ReferenceSubnets(elastic, data, settings.calibration_batches) if settings.reference_subnets else None
-        if not training.epochs:  # `epochs: auto`, not decided yet
-            training.epochs = _decided_epochs(study, supernet, elastic, data, options, events, score)
-        sort_after = sort_epoch(training.epochs, settings.sort_channels)
-        if training.done >= training.epochs:
+        decide = None if training.epochs else _epochs_decider(study, elastic, options, events)
+        sort_after = sort_epoch(training.epochs, settings.sort_channels) if training.epochs else 0
+        if training.epochs and training.done >= training.epochs:
             load_checkpoint(path, supernet)  # an unfinished one train_supernet loads, with the optimizer
             events.message(f"supernet: trained ({training.done} epochs), loaded from {path}")
             return TrainedSupernet(supernet, elastic, training)
         progressive = settings.schedule == "progressive"
-        phases = progressive_phases(training.epochs, elastic.dimensions()) if progressive else []
+        phases = progressive_phases(training.epochs, elastic.dimensions()) if progressive and training.epochs else []
         if training.done:
             events.message(f"supernet: resuming from epoch {training.done} of {training.epochs} ({path})")
         else:
+            count = f"{training.epochs} epochs" if training.epochs else "1 epoch, then as many as fit the budget"
             events.message(
-                f"supernet: training {training.epochs} epochs ("
-                + (f"progressive shrinking, epochs by phase: {phase_ranges(phases)}; " if progressive else "")
+                f"supernet: training {count} ("
+                + (f"progressive shrinking, epochs by phase: {phase_ranges(phases)}; " if phases else "")
+                + ("progressive shrinking; " if progressive and not phases else "")
                 + f"sandwich of {settings.random_subnets + 2} subnets per step"
                 + (", distilled from the largest" if settings.distillation == "kl" else ", all on the labels")
                 + (f", channels sorted by importance after epoch {sort_after}" if sort_after else "")
@@ -145,54 +146,37 @@ def prepare_supernet(
             path,
             seed=options.seed,
             on_epoch=on_epoch,
-            sort_after=sort_after,
+            sort_channels=settings.sort_channels,
             schedule=settings.schedule,
             score=score,
             random_subnets=settings.random_subnets,
             distillation=settings.distillation,
+            decide=decide,
         )
     return TrainedSupernet(supernet, elastic, training)
 
 
-def _decided_epochs(
-    study: optuna.Study,
-    supernet: Supernet,
-    elastic: ElasticSpace,
-    data: Dataset,
-    options: SearchOptions,
-    events: SearchEvents,
-    score: ReferenceScore | None,
-) -> int:
-    """`epochs: auto`: the count stored on the study by the worker that decided it (its
-    training may have been killed before its first checkpoint), else measured now from
-    --timeout and stored before the training starts."""
-    record = study.user_attrs.get(StudyAttr.SUPERNET) or {}
-    if record.get("epochs"):
-        return int(record["epochs"])
+def _epochs_decider(
+    study: optuna.Study, elastic: ElasticSpace, options: SearchOptions, events: SearchEvents
+) -> DecideEpochs:
+    """`epochs: auto`: after the first epoch, the count that fits in `budget_share` of
+    --timeout (budget.py), said and kept on the study with its figures."""
     if options.timeout is None:
         raise NasError(
             "search.supernet.epochs: auto needs a time budget to fit the epochs in; give --timeout, or set the epochs"
         )
     share = elastic.space.spec.search.supernet.budget_share
-    seconds = share * options.timeout
-    events.message(f"supernet: timing its training steps to fit the epochs in {share:.0%} of {options.timeout:.0f} s")
-    settings = elastic.space.spec.search.supernet
-    budget = epochs_for_budget(
-        supernet,
-        elastic,
-        data,
-        seconds=seconds,
-        seed=options.seed,
-        score=score,
-        random_subnets=settings.random_subnets,
-        distillation=settings.distillation,
-    )
-    events.message(f"supernet: {budget.describe(seconds)}")
-    study.set_user_attr(
-        StudyAttr.SUPERNET,
-        {"epochs": budget.epochs, "done": 0, "history": [], "fixed": elastic.fixed, "budget": asdict(budget)},
-    )
-    return budget.epochs
+    started = time.monotonic()  # the search's clock started moments before (loading the data)
+
+    def decide(first: float, tracing: float, minimum: int) -> int:
+        assert options.timeout is not None
+        spent = time.monotonic() - started
+        budget = epochs_for_budget(first, tracing, spent, share * options.timeout, minimum)
+        events.message(f"supernet: {budget.describe()}")
+        study.set_user_attr(StudyAttr.SUPERNET, {"epochs": budget.epochs, "budget": asdict(budget)})
+        return budget.epochs
+
+    return decide
 
 
 class ReferenceSubnets:

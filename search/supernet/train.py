@@ -6,8 +6,8 @@ all four are summed into one update of the shared weights. After every epoch the
 the optimizer's state are written to one checkpoint file (atomically), so a killed training
 resumes from its last finished epoch with the same state it would have had.
 
-With `sort_after` the hidden, squeeze-and-excitation and head channels are sorted by
-importance once, after that epoch (network.py: Supernet.sort_channels, before the checkpoint,
+With `sort_channels` the hidden, squeeze-and-excitation and head channels are sorted by
+importance once, a quarter into the training (sort_epoch) (network.py: Supernet.sort_channels, before the checkpoint,
 so a resumed training holds the sorted weights); the subnets trained after it start from the
 channels that matter most to the largest network, as in Once-for-All, whose elastic-width
 phase starts from sorted channels.
@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import keras
 import numpy as np
 
 from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.space.elastic import ElasticSpace, progressive_phases
+from nas.search.space.elastic import LARGEST_PHASE, ElasticSpace, progressive_phases
 from nas.search.supernet.network import Supernet
 from nas.search.supernet.steps import SANDWICH, SandwichStep, draw_sandwich
 from nas.search.training.train import make_optimizer
@@ -46,6 +47,8 @@ from nas.search.training.train import make_optimizer
 EpochCallback = Callable[[int, int, dict[str, Any]], None]
 # The reference subnets' accuracies of the supernet as it is (engine/supernet.py).
 ReferenceScore = Callable[[Supernet], dict[str, float]]
+# `epochs: auto`: (the first epoch's seconds, its tracing seconds, the fewest epochs) -> the count.
+DecideEpochs = Callable[[float, float, int], int]
 
 
 def sort_epoch(epochs: int, sort_channels: bool) -> int:
@@ -66,11 +69,16 @@ class SupernetTraining:
     space: str = ""
 
 
-def _optimizer_for(supernet: Supernet, steps: int) -> Any:
+def _optimizer_for(supernet: Supernet, steps: int) -> tuple[Any, Any]:
+    """The optimizer, and the variable that holds its cosine schedule's length in steps: read
+    by the traced step at run time, so `epochs: auto` can set it after the first epoch without
+    tracing again (make_optimizer). Not one of the
+    optimizer's variables: checkpoints hold the same arrays as before."""
     c = supernet.candidate
-    optimizer = make_optimizer(c.optimizer, c.learning_rate, steps)
+    total = keras.Variable(float(max(1, steps)), trainable=False, dtype="float32", name="supernet_schedule_steps")
+    optimizer = make_optimizer(c.optimizer, c.learning_rate, total)
     optimizer.build(supernet.trainable_variables)
-    return optimizer
+    return optimizer, total
 
 
 def save_checkpoint(path: Path, supernet: Supernet, optimizer: Any, training: SupernetTraining) -> None:
@@ -113,17 +121,25 @@ def train_supernet(
     *,
     seed: int,
     on_epoch: EpochCallback = lambda *_: None,
-    sort_after: int = 0,
+    sort_channels: bool = False,
     schedule: str = "sandwich",
     score: ReferenceScore | None = None,
     random_subnets: int = SANDWICH - 2,
     distillation: str = "kl",
+    decide: DecideEpochs | None = None,
 ) -> SupernetTraining:
     """Train to `training.epochs`, from the epochs `checkpoint` holds where it exists, and
-    checkpoint after each epoch."""
+    checkpoint after each epoch. `training.epochs` 0 (`epochs: auto`, not decided yet): the
+    first epoch is trained, then `decide(its seconds, its tracing seconds, minimum)` gives the
+    count (budget.py) and the learning rate's schedule is stretched to it."""
     c = supernet.candidate
     steps_per_epoch = math.ceil(len(data.y_train) / c.batch_size)
-    optimizer = _optimizer_for(supernet, steps_per_epoch * training.epochs)
+    if checkpoint.exists():
+        training.epochs = training.epochs or checkpoint_progress(checkpoint).epochs
+    if not training.epochs and decide is None:
+        raise ValueError("a supernet training of undecided length needs `decide`")
+    # Until the count is decided, a cosine of 12 epochs: the first epoch sits at its flat top.
+    optimizer, schedule_steps = _optimizer_for(supernet, steps_per_epoch * (training.epochs or 12))
     if checkpoint.exists():
         # The file is written before the study records the epoch: it is the one to trust.
         held = load_checkpoint(checkpoint, supernet, optimizer)
@@ -135,21 +151,36 @@ def train_supernet(
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
 
     largest, smallest = plan(elastic.largest), plan(elastic.smallest)
-    phases = progressive_phases(training.epochs, elastic.dimensions()) if schedule == "progressive" else None
-    for epoch in range(training.done + 1, training.epochs + 1):
+    progressive = schedule == "progressive"
+    dimensions = elastic.dimensions()
+
+    def phase_of(epoch: int) -> str | None:
+        if not progressive:
+            return None
+        # Undecided: the first epoch of a progressive training is the largest network's (decide
+        # gives it enough epochs for a phase each, so that progressive_phases agrees).
+        return progressive_phases(training.epochs, dimensions)[epoch - 1] if training.epochs else LARGEST_PHASE
+
+    epoch = training.done + 1
+    while epoch <= (training.epochs or 1):
         t0 = time.perf_counter()
         # Seeded by epoch: a resumed training draws the subnets an unbroken one would have.
         rng = np.random.default_rng([seed, epoch])
         keep: dict[str, Any] = {}
-        if phases is not None:
-            opened = elastic.opened(phases[epoch - 1])
+        phase = phase_of(epoch)
+        if phase is not None:
+            opened = elastic.opened(phase)
             keep = elastic.closed(opened)
             smallest = plan(elastic.smallest_within(opened))
-        total, seen, hits = 0.0, 0, np.zeros(size)
+        total, seen, hits, tracing = 0.0, 0, np.zeros(size), 0.0
         for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
             sandwich = draw_sandwich(elastic, rng, keep, (largest, smallest), plan, random_subnets)
+            traced = step.is_traced(sandwich)
+            t1 = time.perf_counter()
             loss, correct = step(x, y, sandwich)
             total += float(loss) * int(y.shape[0])
+            if not traced:  # this step built a graph first: later epochs reuse it
+                tracing += time.perf_counter() - t1
             seen += int(y.shape[0])
             hits += correct.numpy()
         loss = total / max(seen, 1)
@@ -159,19 +190,27 @@ def train_supernet(
             "loss": round(loss, 5),
             "largest_accuracy": round(float(hits[0]) / max(seen, 1), 5),
             "smallest_accuracy": round(float(hits[1]) / max(seen, 1), 5),
+            "learning_rate": round(float(optimizer.learning_rate), 8),  # at the epoch's end
             "seconds": round(time.perf_counter() - t0, 3),
         }
-        if phases is not None:
-            figures["phase"] = phases[epoch - 1]
-        if epoch == sort_after:
+        if phase is not None:
+            figures["phase"] = phase
+        if epoch == sort_epoch(training.epochs, sort_channels):
             supernet.sort_channels(optimizer)
             figures["sorted_channels"] = 1.0
         if score is not None:  # the weights as checkpointed (sorted, where they were)
             t1 = time.perf_counter()
             figures["reference_accuracy"] = score(supernet)
             figures["reference_seconds"] = round(time.perf_counter() - t1, 3)
+        if not training.epochs:
+            assert decide is not None
+            minimum = len(dimensions) + 1 if progressive else 1
+            training.epochs = decide(time.perf_counter() - t0, tracing, minimum)
+            schedule_steps.assign(float(steps_per_epoch * training.epochs))
+            figures["decided_epochs"] = training.epochs
         training.done = epoch
         training.history.append(figures)
         save_checkpoint(checkpoint, supernet, optimizer, training)
         on_epoch(epoch, training.epochs, figures)
+        epoch += 1
     return training

@@ -45,7 +45,12 @@ def make_augmenter(spec: AugmentationSpec, seed: int) -> keras.Sequential | None
 
 
 def make_optimizer(
-    name: str, learning_rate: float, total_steps: int, *, precision: str = "float32", warmup_steps: int = 0
+    name: str,
+    learning_rate: float,
+    total_steps: int | keras.Variable,
+    *,
+    precision: str = "float32",
+    warmup_steps: int = 0,
 ) -> keras.optimizers.Optimizer:
     optimizer = _base_optimizer(name, learning_rate, total_steps, warmup_steps)
     if precision == "mixed_float16":
@@ -55,7 +60,7 @@ def make_optimizer(
 
 
 def _base_optimizer(
-    name: str, learning_rate: float, total_steps: int, warmup_steps: int = 0
+    name: str, learning_rate: float, total_steps: int | keras.Variable, warmup_steps: int = 0
 ) -> keras.optimizers.Optimizer:
     # Cosine decay over the whole run: with only a few epochs per trial it gives clearly
     # better final accuracy than a constant rate, for every optimizer. A final training's
@@ -65,7 +70,10 @@ def _base_optimizer(
             0.0, decay_steps=max(1, total_steps - warmup_steps), warmup_target=learning_rate, warmup_steps=warmup_steps
         )
     else:
-        schedule = keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=max(1, total_steps))
+        # A variable length (the supernet's `epochs: auto`) is read by the traced step at run time:
+        # CosineDecay casts its decay_steps on every call.
+        steps = total_steps if isinstance(total_steps, keras.Variable) else max(1, total_steps)
+        schedule = keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=steps)
     if name == "adam":
         return keras.optimizers.Adam(schedule)
     if name == "adamw":

@@ -155,7 +155,7 @@ def test_sorting_channels_moves_the_optimizers_state_with_the_weights() -> None:
     for sort in (True, False):
         _, supernet = _randomised_supernet()
         masks = supernet.masks(supernet.plan)
-        optimizer = _optimizer_for(supernet, steps=10)
+        optimizer, _ = _optimizer_for(supernet, steps=10)
         variables = supernet.trainable_variables
         for step in range(2):
             with tf.GradientTape() as tape:
