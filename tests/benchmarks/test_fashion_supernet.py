@@ -1,0 +1,43 @@
+"""benchmarks/fashion_supernet.py: the subnets it trains stand-alone are spread over the
+space's FLOPs, and its rank correlations count only subnets every figure exists for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .package import benchmark
+
+
+def test_the_subnets_are_distinct_and_spread_from_the_cheapest_to_the_costliest() -> None:
+    from nas.search.space import space_from_dict
+    from nas.search.space.elastic import elastic_space
+
+    module = benchmark("fashion_supernet")
+    elastic = elastic_space(space_from_dict(module.space_document()))
+    subnets = module.spread_subnets(elastic, 10)
+    flops = [s["flops"] for s in subnets]
+    assert len({json.dumps(s, sort_keys=True) for s in subnets}) == 10
+    assert flops == sorted(flops) and flops[-1] > 10 * flops[0]
+    assert module.spread_subnets(elastic, 10) == subnets  # drawn with a fixed seed
+
+
+def test_correlations_rank_against_the_mean_of_the_seeds_over_the_subnets_with_every_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = benchmark("fashion_supernet")
+    monkeypatch.setattr(module, "HERE", tmp_path)
+    truth = [0.80, 0.82, 0.85, 0.87, 0.90]
+    runs = [{"subnet": i, "seed": s, "accuracy": a + 0.001 * s} for i, a in enumerate(truth) for s in (0, 1)]
+    runs.append({"subnet": 5, "seed": 0, "accuracy": 0.5})  # one seed only: left out
+    (tmp_path / "standalone.json").write_text(json.dumps({"runs": runs}))
+    ranked = {str(i): {"inherited": a, "finetuned": -a} for i, a in enumerate(truth[:4])}  # 4 of 5 scored
+    (tmp_path / "ranking.json").write_text(json.dumps({"subnets": ranked}))
+    out = module.correlations()
+    assert out["subnets_with_both_seeds"] == 5 and out["ranked"] == 4
+    assert out["seeds_against_each_other"]["kendall"] == 1.0
+    assert out["inherited"] == {"spearman": 1.0, "kendall": 1.0}
+    assert out["finetuned"] == {"spearman": -1.0, "kendall": -1.0}
+    assert json.loads((tmp_path / "correlations.json").read_text()) == out
