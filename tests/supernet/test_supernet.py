@@ -428,13 +428,18 @@ def test_recalibration_reaches_the_batchnorm_of_a_nested_model() -> None:
 def test_a_supernet_left_by_another_space_of_the_same_name_is_refused(tmp_path: Path) -> None:
     """A new database, the same study name, another space: the folder's supernet.npz was
     trained for the old space and must not score this study's subnets."""
+    # The cheapest supernet search that leaves a checkpoint: one epoch, nothing after the search.
+    quick = {"epochs": 1, "calibration_batches": 2, "reference_subnets": False, "finetune": {"epochs": 0}}
+    space = _space(trials=1, supernet=quick)
+    space["measure"] = {**space["measure"], "confirm": False}
     first = tmp_path / "first.yaml"
-    first.write_text(yaml.safe_dump(_space(trials=1)))
+    first.write_text(yaml.safe_dump(space))
     result = run_cli("search", str(first), "--no-weights", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "supernet: epoch 1/1" in result.stderr
     for path in tmp_path.glob("nas.db*"):
         path.unlink()
-    other = _space(trials=1)
+    other = json.loads(json.dumps(space))
     other["model"]["width_multiplier"] = {"choice": [0.75, 1.0]}
     second = tmp_path / "second.yaml"
     second.write_text(yaml.safe_dump(other))
