@@ -186,7 +186,8 @@ class SupernetStrategy(Strategy):
             + (
                 f"{epochs} epochs of "
                 if epochs != "auto"
-                else f"as many epochs as fit in {report['budget_share']:.0%} of --timeout (measured at the start) of "
+                else f"as many epochs as fit in {report['budget_share']:.0%} of --timeout "
+                "(decided by the first epoch's time) of "
             )
             + (
                 f"progressive shrinking (epochs by phase: {phase_ranges(phases)})"

@@ -27,7 +27,7 @@ class EpochBudget:
 
     def describe(self) -> str:
         return (
-            f"{self.epochs} epochs fit in {self.budget_seconds:.0f} s (the first took "
+            f"{self.epochs} epoch{'s' if self.epochs != 1 else ''} fit in {self.budget_seconds:.0f} s (the first took "
             f"{self.first_epoch_seconds:.0f} s, {self.trace_seconds:.0f} s of it tracing graphs; "
             f"each next about {self.epoch_seconds:.0f} s)"
         )

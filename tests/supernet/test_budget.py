@@ -22,6 +22,7 @@ def test_the_epochs_are_what_fits_after_the_first_without_its_tracing() -> None:
     assert epochs_for_budget(50.0, 20.0, 55.0, 40.0).epochs == 1  # over already: the first only
     assert epochs_for_budget(50.0, 20.0, 55.0, 40.0, minimum=5).epochs == 5  # progressive's phases
     assert "9 epochs fit in 300 s (the first took 50 s, 20 s of it tracing graphs" in budget.describe()
+    assert epochs_for_budget(50.0, 20.0, 55.0, 40.0).describe().startswith("1 epoch fit in 40 s")
 
 
 def test_an_undecided_training_decides_after_its_first_epoch_and_stretches_its_schedule(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_auto_epochs_fit_the_timeout_are_stored_and_kept_and_need_a_timeout(tmp_
     assert epochs >= 1 and record["done"] == epochs and len(record["history"]) == epochs
     assert record["budget"]["epochs"] == epochs
     assert "supernet: training 1 epoch, then as many as fit the budget (" in result.stderr
-    assert f"supernet: {epochs} epochs fit in 30 s (the first took" in result.stderr
+    assert f"supernet: {epochs} epoch{'s' if epochs != 1 else ''} fit in 30 s (the first took" in result.stderr
 
     # Resumed with another budget (and a larger trial budget): the count stays, nothing retrains.
     again = run_cli("search", str(path), "--storage", storage, "--trials", "3", "--timeout", "600", cwd=tmp_path)
