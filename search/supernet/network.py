@@ -1,19 +1,22 @@
 """The supernet: the largest network of an elastic space, run as any of its subnets.
 
-One set of weights, shaped as the largest plan. A subnet is given as masks (`SubnetMasks`):
-ones on the first k channels of each layer, a kernel mask that keeps the centre of the largest
-kernel, and 0/1 switches for the blocks past a stage's depth, for squeeze-and-excitation and
-for residual connections. Every mask is applied after a layer's BatchNormalization and
-activation, so a masked channel is exactly zero where the next layer reads it: the supernet
-in a configuration computes what the extracted subnet (extract.py) computes. The masks are
+One set of weights, shaped as the largest plan. A subnet is given as masks: ones on the first
+k channels of each layer, a kernel mask that keeps the centre of the largest kernel, and 0/1
+switches for the blocks past a stage's depth, for squeeze-and-excitation and for residual
+connections. The forward pass cuts every weight to the counts the masks give (the first k
+channels, sizes computed inside the graph) and skips what the switches turn off, so the
+supernet in a configuration computes what the extracted subnet (extract.py) computes, at that
+subnet's cost: a narrow or shallow subnet is not computed at the largest's width (1.5x faster
+sandwich steps than masking the largest's channels, RESULTS.md "Supernet step"). The masks are
 tensors of fixed shapes, so one traced training step serves every subnet of a spatial shape;
 the resolution and the stem's stride (`Spatial`) change no weight, only the size of every map,
 so they are plain arguments of the forward pass (a traced step per shape). The forward pass is
-written on TensorFlow's ops because Keras layers cannot take per-call channel masks.
+written on TensorFlow's ops because Keras layers cannot take per-call channel counts.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -215,51 +218,59 @@ class Supernet:
 
     # --- forward ------------------------------------------------------------------------
 
-    def _norm(self, name: str, x: Any, training: bool) -> Any:
+    def _norm(self, name: str, x: Any, training: bool, k: Any) -> Any:
+        """BatchNorm of the first `k` channels (those `x` has); in training only their moving
+        statistics move."""
         tf, bn = self.tf, self.bn[name]
         if training:
             mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
-            bn.mean.assign(BN_MOMENTUM * bn.mean + (1.0 - BN_MOMENTUM) * mean)
-            bn.variance.assign(BN_MOMENTUM * bn.variance + (1.0 - BN_MOMENTUM) * variance)
+            for var, batch in ((bn.mean, mean), (bn.variance, variance)):
+                moved = BN_MOMENTUM * var[:k] + (1.0 - BN_MOMENTUM) * batch
+                var.assign(tf.concat([moved, var[k:]], 0))
         else:
-            mean, variance = bn.mean, bn.variance
-        return (x - mean) * tf.math.rsqrt(variance + BN_EPSILON) * bn.gamma + bn.beta
+            mean, variance = bn.mean[:k], bn.variance[:k]
+        return (x - mean) * tf.math.rsqrt(variance + BN_EPSILON) * bn.gamma[:k] + bn.beta[:k]
 
-    def _conv_norm(self, names: ConvBN, x: Any, training: bool, stride: int = 1) -> Any:
-        x = self.tf.nn.conv2d(x, self.layers[names.conv][0], strides=stride, padding="SAME")
-        return self._norm(names.bn, x, training)
+    def _conv_norm(self, names: ConvBN, x: Any, training: bool, k_in: Any, k_out: Any, stride: int = 1) -> Any:
+        kernel = self.layers[names.conv][0][:, :, :k_in, :k_out]
+        x = self.tf.nn.conv2d(x, kernel, strides=stride, padding="SAME")
+        return self._norm(names.bn, x, training, k_out)
 
-    def _block(self, b: BlockPlan, x: Any, m: dict[str, Any], training: bool) -> Any:
+    def _block(self, b: BlockPlan, x: Any, m: dict[str, Any], training: bool, k_in: Any) -> Any:
+        """The block on the subnet's channels only: every weight cut to the counts its masks
+        give, so a narrow subnet costs what it is, not what the largest costs."""
         tf, net = self.tf, self.plan
         act = keras.activations.get(b.activation)
         n = b.layers
-        hidden = m[f"{b.name}/hidden"]
+        k_hidden, k_out = _count(tf, m[f"{b.name}/hidden"]), _count(tf, m[f"{b.name}/out"])
         h = x
         if b.expand:
-            h = act(self._conv_norm(n.expand, h, training)) * hidden
-        kernel = self.layers[n.dw.conv][0] * m[f"{b.name}/kernel"]
+            h = act(self._conv_norm(n.expand, h, training, k_in, k_hidden))
+        else:
+            k_hidden = k_in  # no expansion: the depthwise convolution runs on the input's channels
+        kernel = (self.layers[n.dw.conv][0] * m[f"{b.name}/kernel"])[:, :, :k_hidden, :]
         h = tf.nn.depthwise_conv2d(h, kernel, strides=[1, b.stride, b.stride, 1], padding="SAME")
-        h = act(self._norm(n.dw.bn, h, training)) * hidden
+        h = act(self._norm(n.dw.bn, h, training, k_hidden))
         if b.se_ch:
             assert net.gate is not None
             squeeze_act = keras.activations.get(net.se_activation or b.activation)
+            k_se = _count(tf, m[f"{b.name}/se"])
             reduce_k, reduce_b = self.layers[n.se_reduce]
             expand_k, expand_b = self.layers[n.se_expand]
-            s = tf.reduce_mean(h, axis=[1, 2], keepdims=True)
-            s = squeeze_act(tf.nn.conv2d(s, reduce_k, 1, "SAME") + reduce_b) * m[f"{b.name}/se"]
-            gate = keras.activations.get(net.gate)(tf.nn.conv2d(s, expand_k, 1, "SAME") + expand_b)
-            on = m[f"{b.name}/se_on"]
-            h = h * (on * gate + (1.0 - on))
-        h = self._conv_norm(n.project, h, training) * m[f"{b.name}/out"]
+
+            def excited() -> Any:
+                s = tf.reduce_mean(h, axis=[1, 2], keepdims=True)
+                s = squeeze_act(tf.nn.conv2d(s, reduce_k[:, :, :k_hidden, :k_se], 1, "SAME") + reduce_b[:k_se])
+                gate = keras.activations.get(net.gate)(
+                    tf.nn.conv2d(s, expand_k[:, :, :k_se, :k_hidden], 1, "SAME") + expand_b[:k_hidden]
+                )
+                return h * gate
+
+            h = tf.cond(m[f"{b.name}/se_on"] > 0, excited, lambda: h)
+        h = self._conv_norm(n.project, h, training, k_hidden, k_out)
         if b.stride == 1:
-            # A residual connection wherever some subnet has one (the same width in and out).
-            shortcut = x[..., : b.out_ch]
-            if b.in_ch < b.out_ch:
-                shortcut = tf.pad(shortcut, [[0, 0], [0, 0], [0, 0], [0, b.out_ch - b.in_ch]])
-            h = h + m[f"{b.name}/res"] * shortcut
-        if b.in_ch == b.out_ch and b.stride == 1:
-            on = m[f"{b.name}/on"]
-            h = on * h + (1.0 - on) * x
+            # A residual connection wherever the subnet has one (the same width in and out).
+            h = tf.cond(m[f"{b.name}/res"] > 0, lambda: h + x[..., :k_out], lambda: h)
         return h
 
     def _resize(self, x: Any, resolution: int) -> Any:
@@ -276,15 +287,30 @@ class Supernet:
         act = keras.activations.get(net.activation)
         resolution, stride = spatial or spatial_of(net)
         x = self._resize(x, resolution)
-        x = act(self._conv_norm(net.stem, x, training, stride)) * m["stem"]
+        k = _count(tf, m["stem"])
+        x = act(self._conv_norm(net.stem, x, training, net.channels, k, stride))
         for b in net.blocks:
-            x = self._block(b, x, m, training)
-        x = act(self._conv_norm(net.head, x, training)) * m["head"]
+            if b.in_ch == b.out_ch and b.stride == 1:
+                # A block past the subnet's depth passes its input on and costs nothing; one the
+                # subnet runs keeps its width (in and out are one stage's), so k stays.
+                run = functools.partial(self._block, b, x, m, training, k)
+                x = tf.cond(m[f"{b.name}/on"] > 0, run, functools.partial(tf.identity, x))
+            else:
+                x = self._block(b, x, m, training, k)
+                k = _count(tf, m[f"{b.name}/out"])
+        k_head = _count(tf, m["head"])
+        x = act(self._conv_norm(net.head, x, training, k, k_head))
         x = tf.reduce_mean(x, axis=[1, 2])
         if net.head_hidden:
             kernel, bias = self.layers[HEAD_HIDDEN]
-            x = act(tf.matmul(x, kernel) + bias)
+            x = act(tf.matmul(x, kernel[:k_head]) + bias)
+            k_head = kernel.shape[1]
         if training and net.dropout > 0:
             x = tf.nn.dropout(x, rate=net.dropout)
         kernel, bias = self.layers[LOGITS]
-        return tf.nn.softmax(tf.cast(tf.matmul(x, kernel) + bias, tf.float32))
+        return tf.nn.softmax(tf.cast(tf.matmul(x, kernel[:k_head]) + bias, tf.float32))
+
+
+def _count(tf: Any, mask: Any) -> Any:
+    """The channels a mask keeps (its ones are the first ones): a size to cut weights to."""
+    return tf.cast(tf.reduce_sum(mask), tf.int32)
