@@ -6,7 +6,7 @@ switches for the blocks past a stage's depth, for squeeze-and-excitation and for
 connections. The forward pass cuts every weight to the counts the masks give (the first k
 channels, sizes computed inside the graph) and skips what the switches turn off, so the
 supernet in a configuration computes what the extracted subnet (extract.py) computes, at that
-subnet's cost: a narrow or shallow subnet is not computed at the largest's width (1.5x faster
+subnet's cost: a narrow or shallow subnet is not computed at the largest's width (1.8x faster
 sandwich steps than masking the largest's channels, RESULTS.md "Supernet step"). The masks are
 tensors of fixed shapes, so one traced training step serves every subnet of a spatial shape;
 the resolution and the stem's stride (`Spatial`) change no weight, only the size of every map,
