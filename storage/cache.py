@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from .critical import guarded
 from .models import Measurement
 
 
@@ -50,6 +51,7 @@ class MeasurementCache:
         entry = self.entry(key)
         return None if entry is None else entry[0]
 
+    @guarded
     def entry(self, key: CacheKey) -> tuple[dict[str, Any], float] | None:
         """The stored result for `key` and what measuring it cost (s), counting the hit."""
         with Session(self.engine) as session, session.begin():
@@ -59,6 +61,7 @@ class MeasurementCache:
             session.execute(sa.update(Measurement).where(Measurement.id == row.id).values(hits=Measurement.hits + 1))
             return dict(row.result), float(row.seconds)
 
+    @guarded
     def put(self, key: CacheKey, device: dict[str, Any], result: dict[str, Any], seconds: float) -> dict[str, Any]:
         """Store `result` for `key`; returns what is stored: `result`, or the row another worker
         stored for the same network a moment earlier (theirs is kept, so every trial reports
@@ -85,11 +88,13 @@ class MeasurementCache:
             return result if stored is None else dict(stored.result)
         return result
 
+    @guarded
     def replace(self, key: CacheKey, result: dict[str, Any], seconds: float) -> None:
         """Overwrite the stored result for `key` (a longer measurement of a device figure)."""
         with Session(self.engine) as session, session.begin():
             session.execute(sa.update(Measurement).where(key.where()).values(result=result, seconds=seconds))
 
+    @guarded
     def stats(self) -> CacheStats:
         with Session(self.engine) as session:
             entries, hits, saved = session.execute(

@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 from nas.errors import NasError
 
+from .critical import guard_methods
 from .models import Base
 from .urls import StorageURL
 
@@ -116,6 +117,7 @@ def open_storage(
         )
         if url.is_sqlite:
             begin_immediate(storage.engine)
+        guard_methods(storage)  # a stop-now waits until a storage call has finished
         if create:
             Base.metadata.create_all(storage.engine)  # our tables, in the same first step
             widen_weight_sizes(storage.engine)

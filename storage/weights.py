@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from nas.errors import NasError
 
+from .critical import guarded
 from .models import Weights
 from .paths import contained, own_folder, safe_name, trial_number
 from .urls import StorageURL
@@ -95,6 +96,7 @@ class WeightStore:
         self.engine = engine
         self.root = root
 
+    @guarded
     def save(self, study: str, trial: int, source: Path) -> StoredWeights:
         """Move a saved `.keras` file into the store (atomically) and record it."""
         name = f"trial-{trial_number(trial)}.keras"  # checked before the folder is made
@@ -133,16 +135,19 @@ class WeightStore:
         that cannot be a folder (a study made by plain Optuna) stops it before any training."""
         return own_folder(self.root, safe_name(study, "study"))
 
+    @guarded
     def get(self, study: str, trial: int) -> StoredWeights | None:
         with Session(self.engine) as session:
             row = session.scalar(sa.select(Weights).where(Weights.study == study, Weights.trial == trial))
             return _stored(row) if row else None
 
+    @guarded
     def all(self, study: str) -> list[StoredWeights]:
         with Session(self.engine) as session:
             rows = session.scalars(sa.select(Weights).where(Weights.study == study).order_by(Weights.trial))
             return [_stored(r) for r in rows]
 
+    @guarded
     def retain(self, study: str, keep: set[int]) -> list[int]:
         """Delete the files of every trial of `study` not in `keep`; returns their numbers.
 

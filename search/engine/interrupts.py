@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nas.search.engine.events import SearchEvents
+from nas.storage import critical
 
 
 class Interrupts:
@@ -23,16 +24,17 @@ class Interrupts:
         # stop on its way out (a finally block or TensorFlow turned the KeyboardInterrupt
         # into another exception), not the trial's own failure.
         self.stopped_now = False
-        self._pending = False
-        self._deferred = 0
         self._previous: list[Any] = []
 
     def _stop_now(self) -> None:
-        if self._deferred:
-            self._pending = True
+        if critical.active():
+            critical.hold(self._raise_stop)
         else:
-            self.stopped_now = True
-            raise KeyboardInterrupt
+            self._raise_stop()
+
+    def _raise_stop(self) -> None:
+        self.stopped_now = True
+        raise KeyboardInterrupt
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         if self.draining:
@@ -44,17 +46,9 @@ class Interrupts:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self._stop_now()
 
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        self._deferred += 1
-        try:
-            yield
-        finally:
-            self._deferred -= 1
-            if not self._deferred and self._pending:
-                self._pending = False
-                self.stopped_now = True
-                raise KeyboardInterrupt
+    def deferred(self) -> contextlib.AbstractContextManager[None]:
+        """A block a stop-now waits for, as it waits for every storage call."""
+        return critical.section()
 
     def __enter__(self) -> Interrupts:
         # Python delivers signals to the main thread only: a loop in another thread (the

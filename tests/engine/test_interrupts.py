@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy
 
 from nas.errors import SearchInterrupted
 from nas.search.engine.evaluation import TrialWork
@@ -21,6 +23,7 @@ from nas.search.engine.loop import _TrialLoop
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.recovery import requeue
 from nas.search.engine.trial import TrialOutcome
+from nas.storage import engine as storage_engine
 from nas.storage import open_storage, resolve_storage_url
 
 
@@ -132,6 +135,45 @@ def test_a_stop_that_another_error_replaces_on_its_way_out_still_requeues(tmp_pa
         _run(loop)
     assert _states(study) == ["FAIL", "WAITING"]
     assert study.trials[0].user_attrs["fail_reason"].startswith("interrupted")
+
+
+class _WritingRunner(_Runner):
+    """A trial that records an attribute, as a trial at a rung does."""
+
+    def run(self, trial: optuna.Trial) -> TrialOutcome:
+        trial.set_user_attr("rungs", [1])
+        return super().run(trial)
+
+
+def test_a_stop_inside_a_trials_storage_write_waits_for_it_and_leaves_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cut inside SQLAlchemy (here between its commit event and the commit), the write's
+    # transaction stayed open and held SQLite's write lock: the stopped trial could not be
+    # failed and queued again (CI saw the search take over 120 s to stop).
+    monkeypatch.setattr(storage_engine, "SQLITE_BUSY_TIMEOUT_S", 2)  # such a failure then shows in seconds
+    loop, study = _loop(tmp_path, _WritingRunner())
+    engine = study._storage._backend.engine  # type: ignore[attr-defined]
+
+    writing = [False]
+
+    def on_statement(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        if statement.startswith("INSERT INTO trial_user_attributes") and "rungs" in str(parameters):
+            writing[0] = True
+
+    def on_commit(conn: Any) -> None:
+        if writing[0]:
+            writing[0] = False
+            _stop_now()  # handled at the next bytecode: inside SQLAlchemy, before the commit itself
+
+    sqlalchemy.event.listen(engine, "before_cursor_execute", on_statement)
+    sqlalchemy.event.listen(engine, "commit", on_commit)
+    with pytest.raises(SearchInterrupted, match="trial 0 was stopped and queued again; 0 finished"):
+        _run(loop)
+    assert _states(study) == ["FAIL", "WAITING"]
+    assert study.trials[0].user_attrs["rungs"] == [1]  # the write the stop arrived in finished
+    with sqlite3.connect(tmp_path / "nas.db", timeout=0) as con:
+        con.execute("BEGIN IMMEDIATE")  # no transaction left holding the write lock
 
 
 class _UnwritableTrial:

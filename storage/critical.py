@@ -1,0 +1,78 @@
+"""Storage calls that a stop-now (a second Ctrl-C, SIGTERM) must not cut in the middle of.
+
+A KeyboardInterrupt raised inside SQLAlchemy can leave a transaction open on a connection
+that never goes back to the pool. On SQLite that transaction keeps the write lock, so the
+stopped trial's own bookkeeping (failing it, queueing it again) then waits out the busy
+timeout and fails: seen as a search that took minutes to stop after a second Ctrl-C.
+The signal handler asks `active()` and, inside a section, `hold`s its stop; the outermost
+section raises it on the way out, once the storage call has finished.
+
+Python runs signal handlers in the main thread only, so only its sections count: a storage
+call from another thread (the heartbeat) is never interrupted and needs no section.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_depth = 0
+_held: Callable[[], None] | None = None
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def active() -> bool:
+    """True while the main thread is inside a section (the signal handler runs there)."""
+    return _depth > 0
+
+
+def hold(stop: Callable[[], None]) -> None:
+    """Run `stop` (which raises) when the outermost section ends instead of now."""
+    global _held
+    _held = stop
+
+
+@contextlib.contextmanager
+def section() -> Iterator[None]:
+    global _depth, _held
+    if not _on_main_thread():
+        yield
+        return
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        if not _depth and _held is not None:
+            stop, _held = _held, None
+            stop()
+
+
+def guarded(function: F) -> F:
+    """`function` run inside a section."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with section():
+            return function(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+def guard_methods(instance: Any) -> None:
+    """Run every public method of `instance`'s class (an Optuna storage) inside a section.
+
+    Set on the instance, so Optuna's caching wrapper and every caller go through it; the
+    class's own methods stay as they are for other instances."""
+    for name, _ in inspect.getmembers(type(instance), inspect.isfunction):
+        if not name.startswith("_"):
+            setattr(instance, name, guarded(getattr(instance, name)))
