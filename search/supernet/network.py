@@ -17,7 +17,7 @@ written on TensorFlow's ops because Keras layers cannot take per-call channel co
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,11 +266,11 @@ class Supernet:
                 )
                 return h * gate
 
-            h = tf.cond(m[f"{b.name}/se_on"] > 0, excited, lambda: h)
+            h = _when(tf, m[f"{b.name}/se_on"], excited, lambda: h)
         h = self._conv_norm(n.project, h, training, k_hidden, k_out)
         if b.stride == 1:
             # A residual connection wherever the subnet has one (the same width in and out).
-            h = tf.cond(m[f"{b.name}/res"] > 0, lambda: h + x[..., :k_out], lambda: h)
+            h = _when(tf, m[f"{b.name}/res"], lambda: h + x[..., :k_out], lambda: h)
         return h
 
     def _resize(self, x: Any, resolution: int) -> Any:
@@ -282,7 +282,9 @@ class Supernet:
 
     def __call__(self, x: Any, m: dict[str, Any], *, training: bool = False, spatial: Spatial | None = None) -> Any:
         """Class probabilities of the subnet the masks `m` describe, run at `spatial`
-        (resolution, stem stride; by default the largest network's)."""
+        (resolution, stem stride; by default the largest network's). Tensor masks let one
+        traced graph run any subnet; NumPy masks (`masks(plan)`) fix the subnet in the graph,
+        which then holds only its own blocks and static shapes."""
         tf, net = self.tf, self.plan
         act = keras.activations.get(net.activation)
         resolution, stride = spatial or spatial_of(net)
@@ -294,7 +296,7 @@ class Supernet:
                 # A block past the subnet's depth passes its input on and costs nothing; one the
                 # subnet runs keeps its width (in and out are one stage's), so k stays.
                 run = functools.partial(self._block, b, x, m, training, k)
-                x = tf.cond(m[f"{b.name}/on"] > 0, run, functools.partial(tf.identity, x))
+                x = _when(tf, m[f"{b.name}/on"], run, functools.partial(tf.identity, x))
             else:
                 x = self._block(b, x, m, training, k)
                 k = _count(tf, m[f"{b.name}/out"])
@@ -312,5 +314,16 @@ class Supernet:
 
 
 def _count(tf: Any, mask: Any) -> Any:
-    """The channels a mask keeps (its ones are the first ones): a size to cut weights to."""
+    """The channels a mask keeps (its ones are the first ones): a size to cut weights to; a
+    number where the mask is one (a subnet fixed in the graph), else a tensor."""
+    if isinstance(mask, np.ndarray):
+        return int(mask.sum())
     return tf.cast(tf.reduce_sum(mask), tf.int32)
+
+
+def _when(tf: Any, flag: Any, then: Callable[[], Any], otherwise: Callable[[], Any]) -> Any:
+    """`then()` where the flag is on: decided while tracing for a subnet fixed in the graph
+    (no branch, so nothing of the other is built), by tf.cond for one the masks choose."""
+    if isinstance(flag, np.ndarray):
+        return then() if flag > 0 else otherwise()
+    return tf.cond(flag > 0, then, otherwise)

@@ -16,6 +16,7 @@ from nas.search.space.elastic import SPATIAL, ElasticSpace
 from nas.search.supernet.network import Spatial, Supernet, spatial_of
 
 SANDWICH = 4  # largest, smallest and two random subnets per step: the default
+ENDS = 2  # the largest and the smallest lead every sandwich
 
 
 def draw_sandwich(
@@ -38,10 +39,15 @@ def draw_sandwich(
 
 
 class SandwichStep:
-    """The training step, traced once per combination of the sandwich's spatial shapes (map
-    sizes are part of a graph). Called with the batch and the sandwich's plans; returns the
-    summed loss and each subnet's count of correct predictions. The first subnet (the largest)
-    learns the labels; the others its predictions (`distill`, by KL divergence) or the labels."""
+    """The training step. Called with the batch and the sandwich's plans; returns the summed
+    loss and each subnet's count of correct predictions. The first subnet (the largest) learns
+    the labels; the others its predictions (`distill`, by KL divergence) or the labels.
+
+    The first `fixed` subnets (the largest; by default the smallest too) are the same in every
+    step, so they are fixed in the graph (plain shapes, no branches: a cheaper trace and a
+    faster step); the others are chosen by masks fed to it. So one graph per set of fixed
+    subnets and combination of spatial shapes (map sizes are part of a graph). Progressive
+    shrinking moves the smallest each phase: it fixes the largest only, or traces per phase."""
 
     def __init__(
         self,
@@ -51,30 +57,35 @@ class SandwichStep:
         *,
         size: int = SANDWICH,
         distill: bool = True,
+        fixed: int = ENDS,
     ) -> None:
         tf = supernet.tf
         self.supernet, self.optimizer, self.tf = supernet, optimizer, tf
-        self.size, self.distill = size, distill
+        self.size, self.distill, self.fixed = size, distill, min(fixed, size)
         probe = supernet.masks(supernet.plan)
         spec = {k: tf.TensorSpec([size, *np.shape(v)], tf.float32) for k, v in probe.items()}
         self.signature = [tf.TensorSpec([None, *input_shape], tf.float32), tf.TensorSpec([None], tf.int32), spec]
-        self.traced: dict[tuple[Spatial, ...], Any] = {}
+        self.traced: dict[tuple[Any, ...], Any] = {}
 
-    def _make(self, shapes: tuple[Spatial, ...]) -> Any:
+    def _make(self, shapes: tuple[Spatial, ...], ends: tuple[NetworkPlan, ...]) -> Any:
         tf, supernet, optimizer, distill = self.tf, self.supernet, self.optimizer, self.distill
         variables = supernet.trainable_variables
+        fixed = [supernet.masks(p) for p in ends]
+
+        def masks_of(i: int, fed: dict[str, Any]) -> dict[str, Any]:
+            return fixed[i] if i < len(fixed) else {k: v[i] for k, v in fed.items()}
 
         # No autograph: the step has no tensor-dependent Python control flow to convert.
         @tf.function(input_signature=self.signature, autograph=False)  # type: ignore[untyped-decorator]
         def step(x: Any, y: Any, masks: dict[str, Any]) -> Any:
             with tf.GradientTape() as tape:
-                teacher = supernet(x, {k: v[0] for k, v in masks.items()}, training=True, spatial=shapes[0])
+                teacher = supernet(x, masks_of(0, masks), training=True, spatial=shapes[0])
                 loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, teacher))
                 soft = tf.stop_gradient(teacher)
                 hits = tf.equal(tf.argmax(teacher, -1, output_type=tf.int32), y)
                 correct = [tf.reduce_sum(tf.cast(hits, tf.float32))]
                 for i in range(1, len(shapes)):
-                    student = supernet(x, {k: v[i] for k, v in masks.items()}, training=True, spatial=shapes[i])
+                    student = supernet(x, masks_of(i, masks), training=True, spatial=shapes[i])
                     if distill:
                         loss += tf.reduce_mean(keras.losses.kl_divergence(soft, student))
                     else:
@@ -86,14 +97,18 @@ class SandwichStep:
 
         return step
 
+    def _key(self, sandwich: list[NetworkPlan]) -> tuple[Any, ...]:
+        return (*sandwich[: self.fixed], *(spatial_of(p) for p in sandwich[self.fixed :]))
+
     def is_traced(self, sandwich: list[NetworkPlan]) -> bool:
-        return tuple(spatial_of(p) for p in sandwich) in self.traced
+        return self._key(sandwich) in self.traced
 
     def __call__(self, x: Any, y: Any, sandwich: list[NetworkPlan]) -> tuple[Any, Any]:
         if len(sandwich) != self.size:
             raise ValueError(f"a sandwich of {len(sandwich)} subnets for a step of {self.size}")
-        shapes = tuple(spatial_of(p) for p in sandwich)
-        if shapes not in self.traced:
-            self.traced[shapes] = self._make(shapes)
-        result: tuple[Any, Any] = self.traced[shapes](x, y, self.supernet.stacked_masks(sandwich))
+        key = self._key(sandwich)
+        if key not in self.traced:
+            self.traced[key] = self._make(tuple(spatial_of(p) for p in sandwich), tuple(sandwich[: self.fixed]))
+        # The fixed subnets' rows of the masks are fed but unused: one signature for all steps.
+        result: tuple[Any, Any] = self.traced[key](x, y, self.supernet.stacked_masks(sandwich))
         return result

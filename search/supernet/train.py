@@ -41,7 +41,7 @@ from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
 from nas.search.space.elastic import LARGEST_PHASE, ElasticSpace, progressive_phases
 from nas.search.supernet.network import Supernet
-from nas.search.supernet.steps import SANDWICH, SandwichStep, draw_sandwich
+from nas.search.supernet.steps import ENDS, SANDWICH, SandwichStep, draw_sandwich
 from nas.search.training.train import make_optimizer
 
 EpochCallback = Callable[[int, int, dict[str, Any]], None]
@@ -145,13 +145,16 @@ def train_supernet(
         held = load_checkpoint(checkpoint, supernet, optimizer)
         training.done, training.history = held.done, held.history
     size = random_subnets + 2
-    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer, size=size, distill=distillation == "kl")
+    progressive = schedule == "progressive"
+    # Progressive shrinking moves the smallest each phase: fixed in the graph, it would cost a
+    # trace per phase; the largest never moves.
+    distill, fixed = distillation == "kl", 1 if progressive else ENDS
+    step = SandwichStep(supernet, data.x_train.shape[1:], optimizer, size=size, distill=distill, fixed=fixed)
 
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
 
     largest, smallest = plan(elastic.largest), plan(elastic.smallest)
-    progressive = schedule == "progressive"
     dimensions = elastic.dimensions()
 
     def phase_of(epoch: int) -> str | None:
