@@ -5,6 +5,7 @@ per shape and learns."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -148,7 +149,10 @@ def test_the_sandwich_settings_are_part_of_the_study_only_when_they_differ_from_
     def fingerprint(**supernet: Any) -> str:
         return space_from_dict(_space(supernet={"epochs": 3, **supernet})).fingerprint()
 
-    before = fingerprint()  # a study made before the settings existed resumes
+    before = fingerprint()
+    # A study made before the settings existed was trained with their defaults and resumes:
+    # at their defaults they are not in the fingerprint at all.
+    assert not {"random_subnets", "distillation"} & set(json.loads(before)["search"]["supernet"])
     assert fingerprint(random_subnets=2, distillation="kl") == before
     assert len({before, fingerprint(random_subnets=3), fingerprint(distillation="labels")}) == 3
     assert fingerprint(budget_share=0.3) == before  # it decides nothing where the epochs are given
