@@ -68,11 +68,11 @@ def guarded(function: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def guard_methods(instance: Any) -> None:
-    """Run every public method of `instance`'s class (an Optuna storage) inside a section.
+def guard_methods(cls: type) -> None:
+    """Run every public method `cls` has (an Optuna storage's, inherited) inside a section.
 
-    Set on the instance, so Optuna's caching wrapper and every caller go through it; the
-    class's own methods stay as they are for other instances."""
-    for name, _ in inspect.getmembers(type(instance), inspect.isfunction):
+    Meant for a subclass made for it: Optuna's caching wrapper and isinstance checks see the
+    storage they expect, and it pickles by name as its base does."""
+    for name, member in inspect.getmembers(cls, inspect.isfunction):
         if not name.startswith("_"):
-            setattr(instance, name, guarded(getattr(instance, name)))
+            setattr(cls, name, guarded(member))

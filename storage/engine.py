@@ -24,6 +24,14 @@ GRACE_PERIOD_S = 60
 SQLITE_BUSY_TIMEOUT_S = 60
 
 
+class GuardedRDBStorage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage whose calls a stop-now (second Ctrl-C, SIGTERM) waits for: cut
+    inside SQLAlchemy, a write can leave a transaction holding SQLite's lock (critical.py)."""
+
+
+guard_methods(GuardedRDBStorage)
+
+
 def _engine_kwargs(url: StorageURL) -> dict[str, Any]:
     if url.is_sqlite:
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
@@ -108,7 +116,7 @@ def open_storage(
     if url.is_sqlite:
         _prepare_sqlite(url, create)
     try:
-        storage = optuna.storages.RDBStorage(
+        storage = GuardedRDBStorage(
             url.raw,
             engine_kwargs=_engine_kwargs(url),
             heartbeat_interval=heartbeat_interval,
@@ -117,7 +125,6 @@ def open_storage(
         )
         if url.is_sqlite:
             begin_immediate(storage.engine)
-        guard_methods(storage)  # a stop-now waits until a storage call has finished
         if create:
             Base.metadata.create_all(storage.engine)  # our tables, in the same first step
             widen_weight_sizes(storage.engine)
