@@ -35,6 +35,11 @@ def active() -> bool:
     return _depth > 0
 
 
+def holding() -> bool:
+    """True while a stop waits for the outermost section to end."""
+    return _held is not None
+
+
 def hold(stop: Callable[[], None]) -> None:
     """Run `stop` (which raises) when the outermost section ends instead of now."""
     global _held

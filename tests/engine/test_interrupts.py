@@ -23,8 +23,8 @@ from nas.search.engine.loop import _TrialLoop
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.recovery import requeue
 from nas.search.engine.trial import TrialOutcome
+from nas.storage import critical, open_storage, resolve_storage_url
 from nas.storage import engine as storage_engine
-from nas.storage import open_storage, resolve_storage_url
 
 
 class _Runner:
@@ -174,6 +174,22 @@ def test_a_stop_inside_a_trials_storage_write_waits_for_it_and_leaves_no_lock(
     assert study.trials[0].user_attrs["rungs"] == [1]  # the write the stop arrived in finished
     with sqlite3.connect(tmp_path / "nas.db", timeout=0) as con:
         con.execute("BEGIN IMMEDIATE")  # no transaction left holding the write lock
+
+
+def test_a_second_stop_while_one_waits_for_a_storage_call_stops_at_once() -> None:
+    # A database that stops answering must not make the search unstoppable.
+    lines: list[str] = []
+    events = SearchEvents()
+    events.message = lines.append  # type: ignore[method-assign]
+    reached = []
+    with Interrupts(events) as interrupts, pytest.raises(KeyboardInterrupt), critical.section():
+        _stop_now()
+        reached.append("held")  # the first waits for the section
+        _stop_now()
+        reached.append("not stopped")
+    assert reached == ["held"] and interrupts.stopped_now
+    assert lines == ["Stopping now: waiting for a database call to finish (Ctrl-C again: stop at once)."]
+    assert not critical.holding() and not critical.active()
 
 
 class _UnwritableTrial:
