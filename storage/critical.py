@@ -1,4 +1,5 @@
-"""Storage calls that a stop-now (a second Ctrl-C, SIGTERM) must not cut in the middle of.
+"""Storage calls (and training steps) that a stop-now (a second Ctrl-C, SIGTERM) must not cut
+in the middle of.
 
 A KeyboardInterrupt raised inside SQLAlchemy can leave a transaction open on a connection
 that never goes back to the pool. On SQLite that transaction keeps the write lock, so the

@@ -24,6 +24,7 @@ from nas.search.space import AugmentationSpec, Candidate, PruningSpec
 from nas.search.training.checkpoint import EpochCheckpoint
 from nas.search.training.pruning import Pruner
 from nas.search.training.result import TrainResult
+from nas.storage import critical
 
 EpochCallback = Callable[[int, int, dict[str, float]], None]
 
@@ -158,10 +159,18 @@ class _Steps:
         """Mean loss and accuracy of one pass over `batches`."""
         for var in (self.loss_sum, self.correct, self.count):
             var.assign(self.tf.zeros_like(var))
-        for x, y in batches:
-            step(x, y)
-            if after is not None:
-                after()
+        iterator = iter(batches)
+        while True:
+            # A stop-now (second Ctrl-C, SIGTERM) lands between batches, in Python's own code,
+            # never inside TensorFlow's iterator or step: one run stopped mid-training aborted
+            # with heap corruption ("free(): invalid next size").
+            with critical.section():
+                batch = next(iterator, None)
+                if batch is None:
+                    break
+                step(*batch)
+                if after is not None:
+                    after()
         count = max(1, int(self.count.numpy()))
         return float(self.loss_sum.numpy()) / count, int(self.correct.numpy()) / count
 
