@@ -27,11 +27,13 @@ class Interrupts:
         self._previous: list[Any] = []
 
     def _stop_now(self) -> None:
-        # Inside a storage call the stop waits for it to end; a second stop while it waits
-        # does not (a database that stopped answering must not make the search unstoppable).
+        # Inside a section (a storage call, a training batch) the stop waits for its end; a
+        # second stop while it waits does not (a database that stopped answering must not make the search unstoppable).
         if critical.active() and not critical.holding():
             critical.hold(self._raise_stop)
-            self.events.message("Stopping now: waiting for a database call to finish (Ctrl-C again: stop at once).")
+            self.events.message(
+                "Stopping now: waiting for the database call or training batch under way (Ctrl-C again: stop at once)."
+            )
         else:
             self._raise_stop()
 

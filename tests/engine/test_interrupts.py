@@ -188,7 +188,8 @@ def test_a_second_stop_while_one_waits_for_a_storage_call_stops_at_once() -> Non
         _stop_now()
         reached.append("not stopped")
     assert reached == ["held"] and interrupts.stopped_now
-    assert lines == ["Stopping now: waiting for a database call to finish (Ctrl-C again: stop at once)."]
+    waiting = "Stopping now: waiting for the database call or training batch under way (Ctrl-C again: stop at once)."
+    assert lines == [waiting]
     assert not critical.holding() and not critical.active()
 
 
