@@ -1,9 +1,12 @@
 """Every shell command the guide shows (README.md and docs/, in ```bash blocks) runs, so the
 guide cannot rot: a renamed option, a moved file or a changed preset fails here.
 
-The commands run as written, in bash, in one workspace (a copy of spaces/ and examples/), page
-by page in the guide's order, and must exit 0. Short settings stand in where the real command
-takes minutes; what changes is said here, never the command's options:
+The commands run as written, in bash, in one workspace (a copy of spaces/ and examples/), in
+the guide's order, and must exit 0: a page's test first runs what the pages before it left to
+run (whatever order the tests run in, a page finds the studies it reads), and a command already
+run in the workspace is not run again (the pages repeat the tour's searches and trainings: a
+second run would test nothing the first did not, at 5-30 s each). Short settings stand in where
+the real command takes minutes; what changes is said here, never the command's options:
 
 - the workspace's spaces and examples are the repository's with 1 epoch, 300 images, 2 trials,
   the cheapest measuring, 1 final epoch (`_short`); `nas search PRESET` reads the workspace's
@@ -26,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +86,20 @@ def _short(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@dataclass
+class Workspace:
+    root: Path
+    ran: set[str] = field(default_factory=set)  # the guide's commands run here so far, as written
+
+
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("guide")
     shutil.copytree(REPO / "spaces", root / "spaces")
     shutil.copytree(REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("images"))
     for path in [*(root / "spaces").glob("*.yaml"), root / "examples" / "image_folder" / "space.yaml"]:
         path.write_text(yaml.safe_dump(_short(yaml.safe_load(path.read_text())), sort_keys=False))
-    return root
+    return Workspace(root)
 
 
 def _front(study: str, cwd: Path, env: dict[str, str]) -> list[int]:
@@ -127,13 +137,16 @@ def test_the_guide_shows_commands_and_every_exception_is_still_shown() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if guide_commands(p)])
-def test_every_command_of_the_page_runs(page: str, workspace: Path) -> None:
+def test_every_command_of_the_page_runs(page: str, workspace: Workspace) -> None:
     env = nas_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("NAS_ARTIFACTS", None)
-    for command in guide_commands(page):
-        if command in SET_UP or command in NOT_HERE:
+    for at, command in [(p, c) for p in PAGES[: PAGES.index(page) + 1] for c in guide_commands(p)]:
+        if command in SET_UP or command in NOT_HERE or command in workspace.ran:
             continue
-        run = runnable(command, workspace, env)
-        done = subprocess.run(["bash", "-c", run], cwd=workspace, env=env, capture_output=True, text=True, timeout=240)
-        why = f"{page}: `{command}` (ran `{run}`) exited {done.returncode}:\n{done.stderr[-3000:]}"
+        run = runnable(command, workspace.root, env)
+        done = subprocess.run(
+            ["bash", "-c", run], cwd=workspace.root, env=env, capture_output=True, text=True, timeout=240
+        )
+        why = f"{at}: `{command}` (ran `{run}`) exited {done.returncode}:\n{done.stderr[-3000:]}"
         assert done.returncode == 0, why
+        workspace.ran.add(command)
