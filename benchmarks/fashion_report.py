@@ -201,23 +201,27 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
                 textcoords="offset points",
                 xytext=(4, 4),
             )
-    for label, value in PUBLISHED.items():
+    above = 1.0
+    for label, value in sorted(PUBLISHED.items(), key=lambda item: -item[1]):
         if value > 0.9:
             ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
+            # Two anchors a point apart (MobileNet 0.950, ResNet18 0.949): the lower one's
+            # label goes under its line so that neither covers the other.
             ax.annotate(
                 f"{label} {value:.3f}",
                 (0.01, value),
                 xycoords=("axes fraction", "data"),
                 fontsize=6,
                 color="#666666",
-                xytext=(0, 2),
+                xytext=(0, -8 if above - value < 0.004 else 2),
                 textcoords="offset points",
             )
+            above = value
     ax.set_xscale("log")
     ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
     ax.set_ylabel("Fashion-MNIST test accuracy")
     ax.set_title("Fashion-MNIST: nas' front against keras.applications (same final recipe)")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
