@@ -23,11 +23,7 @@ def measure() -> None:
     runtime.import_tensorflow()
     import keras
 
-    from nas.search.engine.confirm import CONFIRM_FACTOR
     from nas.search.engine.stored import rebuild
-    from nas.search.hardware import HardwareProfiler, describe_device
-    from nas.search.hardware.reference import reference_forward
-    from nas.search.hardware.timing import measure_together
 
     space = recipe_space()
     found = study()
@@ -39,6 +35,22 @@ def measure() -> None:
     for name, (build, _) in REFERENCES.items():
         keras.utils.set_random_seed(0)
         models.append((name, build()))
+    result = {"command": "python -m benchmarks.fashion measure"} | measure_together_now(models, space)
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    for name, f in result["networks"].items():
+        print(f"{name}: {f['images_per_s']:,.0f} img/s [{f['low']:,.0f}, {f['high']:,.0f}]")
+
+
+def measure_together_now(models: list[tuple[str, Any]], space: Any) -> dict[str, Any]:
+    """`models` ((name, Keras model) pairs) timed together in this process by nas' protocol at
+    the space's first measuring batch size: round-robin, each round between two rounds of the
+    fixed reference network, scaled by the device's baseline; the figures by name."""
+    from nas.search.engine.confirm import CONFIRM_FACTOR
+    from nas.search.hardware import HardwareProfiler, describe_device
+    from nas.search.hardware.reference import reference_forward
+    from nas.search.hardware.timing import measure_together
+
     measure_spec = space.spec.measure
     batch = measure_spec.batch_sizes[0]
     profiler = HardwareProfiler(measure_spec, None)
@@ -55,8 +67,7 @@ def measure() -> None:
         max_spread=measure_spec.max_spread,
         warmup_seconds=measure_spec.warmup_seconds,
     )
-    result = {
-        "command": "python -m benchmarks.fashion measure",
+    return {
         "commit": stamps.commit(),
         "machine": stamps.machine(),
         "device": describe_device().get("name"),
@@ -76,10 +87,6 @@ def measure() -> None:
             for (name, model), f in zip(models, figures, strict=True)
         },
     }
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
-    for name, f in result["networks"].items():
-        print(f"{name}: {f['images_per_s']:,.0f} img/s [{f['low']:,.0f}, {f['high']:,.0f}]")
 
 
 # ---- the report ------------------------------------------------------------------------------------
@@ -193,19 +200,11 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
             label="nas front, final-trained" if kind == "nas" else "keras.applications and 2-conv, same recipe",
             capsize=3,
         )
-        for r in shown:
-            ax.annotate(
-                r["name"].replace("nas trial ", "#"),
-                (r["images_per_s"], r["test_accuracy"]),
-                fontsize=7,
-                textcoords="offset points",
-                xytext=(4, 4),
-            )
     above = 1.0
     for label, value in sorted(PUBLISHED.items(), key=lambda item: -item[1]):
         if value > 0.9:
             ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
-            # Two anchors a point apart (MobileNet 0.950, ResNet18 0.949): the lower one's
+            # Two anchors 0.001 apart (MobileNet 0.950, ResNet18 0.949): the lower one's
             # label goes under its line so that neither covers the other.
             ax.annotate(
                 f"{label} {value:.3f}",
@@ -218,6 +217,8 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
             )
             above = value
     ax.set_xscale("log")
+    names = [(r["name"].replace("nas trial ", "#"), r["images_per_s"], r["test_accuracy"]) for r in table]
+    _label_points(fig, ax, names)
     ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
     ax.set_ylabel("Fashion-MNIST test accuracy")
     ax.set_title("Fashion-MNIST: nas' front against keras.applications (same final recipe)")
@@ -225,3 +226,27 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def _label_points(fig: Any, ax: Any, points: list[tuple[str, float, float]]) -> None:
+    """Each point's name beside it, on the first side where it covers no other label or marker
+    (matplotlib places annotations where told; 16 points in a small range collide)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    centres = [ax.transData.transform((x, y)) for _, x, y in points]
+    taken = [(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
+    sides = [((4, 4), "left"), ((4, -11), "left"), ((-4, 4), "right"), ((-4, -11), "right"), ((4, 12), "left")]
+    for (name, x, y), _ in zip(points, centres, strict=True):
+        for offset, align in sides:
+            label = ax.annotate(name, (x, y), fontsize=7, textcoords="offset points", xytext=offset, ha=align)
+            box = label.get_window_extent(renderer)
+            corners = (box.x0, box.y0, box.x1, box.y1)
+            if not any(_overlap(corners, other) for other in taken):
+                break
+            if (offset, align) != sides[-1]:
+                label.remove()
+        taken.append(corners)
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]

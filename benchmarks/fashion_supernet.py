@@ -90,13 +90,15 @@ def _search(kind: str, seed: int, minutes: float) -> None:
     space = str(SPACE_FILE) if kind == "supernet" else "fashion_mnist"
     if kind == "supernet":
         space_document()
-    seconds = min(left, minutes * 60)
-    started, commit, at = time.monotonic(), stamps.commit(), stamps.now()
+    # The search's own --timeout ends the hour; the piece stops it only when its minutes end
+    # first. Killed at the hour too, seed 0's search was stopped before its after-search steps.
+    seconds = minutes * 60
+    started, commit, at, began = time.monotonic(), stamps.commit(), stamps.now(), time.time()
     args = ["search", space, "--study", name, "--seed", str(seed), "--trials", "100000", "--timeout", f"{left:.0f}"]
     code = run_nas(args, seconds, HERE / "artifacts", database=DATABASE)
     took = time.monotonic() - started
     progress["searches"][name] = spent + min(took, left)
-    progress["chunks"].append(chunk(name, took, code, commit) | {"started": at})
+    progress["chunks"].append(chunk(name, took, code, commit) | {"started": at, "started_unix": round(began, 1)})
     _save("progress.json", progress)
 
 

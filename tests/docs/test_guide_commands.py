@@ -2,11 +2,13 @@
 guide cannot rot: a renamed option, a moved file or a changed preset fails here.
 
 The commands run as written, in bash, in one workspace (a copy of spaces/ and examples/), in
-the guide's order, and must exit 0: a page's test first runs what the pages before it left to
-run (whatever order the tests run in, a page finds the studies it reads), and a command already
-run in the workspace is not run again (the pages repeat the tour's searches and trainings: a
-second run would test nothing the first did not, at 5-30 s each). Short settings stand in where
-the real command takes minutes; what changes is said here, never the command's options:
+one order (README.md, then docs/ by file name), and must exit 0: a page's test first runs what
+the pages before it in that order left to run (whatever order the tests run in, a page finds
+the studies the README made), and a command is tried once per workspace (the pages repeat the
+tour's searches and trainings: a second run would test nothing the first did not, at 5-30 s
+each; a failed one is reported by the test that tried it, not again by every later page).
+Short settings stand in where the real command takes minutes; what changes is said here, never
+the command's options:
 
 - the workspace's spaces and examples are the repository's with 1 epoch, 300 images, 2 trials,
   the cheapest measuring, 1 final epoch (`_short`); `nas search PRESET` reads the workspace's
@@ -147,6 +149,6 @@ def test_every_command_of_the_page_runs(page: str, workspace: Workspace) -> None
         done = subprocess.run(
             ["bash", "-c", run], cwd=workspace.root, env=env, capture_output=True, text=True, timeout=240
         )
+        workspace.ran.add(command)
         why = f"{at}: `{command}` (ran `{run}`) exited {done.returncode}:\n{done.stderr[-3000:]}"
         assert done.returncode == 0, why
-        workspace.ran.add(command)

@@ -1,0 +1,179 @@
+"""Issue 47's end-to-end comparison on Fashion-MNIST: the supernet strategy against the `trials`
+strategy, each with the same 1-hour budget, by the hypervolume of its front over wall time.
+
+    python -m benchmarks.fashion_endtoend measure    # every final-trained network, together
+    python -m benchmarks.fashion_endtoend compare    # curves, times to reach, final figures
+
+Two figures per study, both with benchmarks/scoring.py's hypervolume (accuracy, log10 images/s
+above 1,000):
+
+- the curve: at each minute of the study's clock (its search piece's start: the supernet's
+  training is inside it), the hypervolume of the trials finished so far, by the accuracy the
+  search itself ranked with (2-epoch validation accuracy for `trials`, inherited accuracy for
+  the supernet: what a user watching the search sees) and the throughput the search measured;
+- the final figure: the hypervolume of the front's final-trained networks (`nas train`, the
+  preset's recipe), by test accuracy and by throughput measured again for all of them together
+  in one process (`measure`, as benchmarks/fashion.py does for its table).
+
+"Time to reach" is the first minute at which a supernet study's curve reaches the final curve
+value of the `trials` study of the same seed. The `trials` study of seed 0 is
+benchmarks/fashion.py's; the others live in benchmarks/fashion-runs/supernet/supernet.db.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import stamps
+from benchmarks.fashion_state import DATABASE as TRIALS_DATABASE
+from benchmarks.fashion_state import STUDY as TRIALS_STUDY
+from benchmarks.fashion_state import WORK, final_trained, recipe_space
+from benchmarks.scoring import front_hypervolume
+
+HERE = WORK / "supernet"
+SUPERNET_DATABASE = HERE / "supernet.db"
+HORIZON = 3600
+STEP = 60
+
+
+def study_names() -> list[tuple[str, str, int, Path]]:
+    """(label, study name, seed, database) of every study that exists, `trials` seed 0 first."""
+    import optuna
+
+    found = [("trials s0", TRIALS_STUDY, 0, TRIALS_DATABASE)]
+    if SUPERNET_DATABASE.is_file():
+        storage = f"sqlite:///{SUPERNET_DATABASE}"
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            kind, seed = summary.study_name.removeprefix("fashion_").rsplit("_s", 1)
+            found.append((f"{kind} s{seed}", summary.study_name, int(seed), SUPERNET_DATABASE))
+    return found
+
+
+def clock_start(study: str, chunks: Iterable[dict[str, Any]], first_trial: dt.datetime) -> float:
+    """The study's search piece's start, in UNIX seconds: recorded exactly from 2026-12-06 on
+    (`started_unix`); before that, its end (to the minute) less its seconds, the minute's middle
+    taken (within 30 s), and never after the study's first trial started."""
+    for chunk in chunks:
+        if chunk["piece"] in (study, "search"):
+            if "started_unix" in chunk:
+                return float(chunk["started_unix"])
+            ended = dt.datetime.fromisoformat(chunk["ended"]).timestamp() + 30
+            return min(ended - chunk["seconds"], first_trial.timestamp())  # Optuna's times: naive, local
+    raise SystemExit(f"error: no search piece recorded for {study}")
+
+
+def curve(finished: list[tuple[float, float, float]], horizon: int = HORIZON, step: int = STEP) -> list[float]:
+    """Hypervolume at each `step` seconds up to `horizon` of the (seconds into the clock,
+    accuracy, images/s) trials finished by then."""
+    return [
+        round(front_hypervolume([(a, t) for at, a, t in finished if at <= moment]), 5)
+        for moment in range(0, horizon + step, step)
+    ]
+
+
+def time_to_reach(values: list[float], target: float, step: int = STEP) -> int | None:
+    """The first moment (seconds) at which `values` (one per `step`) reach `target`, if ever."""
+    return next((i * step for i, v in enumerate(values) if v >= target), None)
+
+
+def _progress(database: Path) -> list[dict[str, Any]]:
+    path = (HERE if database == SUPERNET_DATABASE else WORK) / "progress.json"
+    return json.loads(path.read_text())["chunks"] if path.is_file() else []
+
+
+def measure() -> None:
+    """Every final-trained network of every study, measured together (benchmarks/fashion.py's
+    protocol, the same conditions for all, whichever machine trained them)."""
+    import optuna
+
+    from nas.search import runtime
+
+    runtime.set_debug(False)
+    runtime.import_tensorflow()
+    from benchmarks.fashion_report import measure_together_now
+    from nas.search.engine.stored import rebuild
+
+    space = recipe_space()
+    models = []
+    for label, name, _, database in study_names():
+        found = optuna.load_study(study_name=name, storage=f"sqlite:///{database}")
+        by_number = {t.number: t for t in found.trials}
+        for number in sorted(final_trained(found), key=int):
+            params = by_number[int(number)].params
+            models.append((f"{label} trial {number}", rebuild(space, params, 10, 1, float32=True)))
+    if not models:
+        raise SystemExit("error: no study has final-trained networks yet (run the train pieces)")
+    result = {"command": "python -m benchmarks.fashion_endtoend measure"} | measure_together_now(models, space)
+    HERE.mkdir(parents=True, exist_ok=True)
+    (HERE / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def compare() -> dict[str, Any]:
+    import optuna
+
+    measured_path = HERE / "throughput.json"
+    measured = json.loads(measured_path.read_text())["networks"] if measured_path.is_file() else {}
+    studies: dict[str, Any] = {}
+    for label, name, seed, database in study_names():
+        found = optuna.load_study(study_name=name, storage=f"sqlite:///{database}")
+        done = [t for t in found.trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
+        if not done:
+            continue
+        start = clock_start(name, _progress(database), min(t.datetime_start for t in done))
+        finished = [(t.datetime_complete.timestamp() - start, t.values[0], t.values[1]) for t in done]
+        final = final_trained(found)
+        points = [
+            (f["test_accuracy"], measured.get(f"{label} trial {n}", {}).get("images_per_s", f["throughput"]))
+            for n, f in final.items()
+        ]
+        studies[label] = {
+            "study": name,
+            "seed": seed,
+            "trials": len(done),
+            "curve": curve(finished),
+            "final_trained": sorted(final, key=int),
+            "final_hypervolume": round(front_hypervolume(points), 5) if points else None,
+            "final_throughput": "measured together"
+            if all(f"{label} trial {n}" in measured for n in final)
+            else "as `nas train` measured each",
+        }
+    for label, figures in studies.items():
+        if label.startswith("supernet"):
+            rival = studies.get(f"trials s{figures['seed']}")
+            if rival:
+                target = rival["curve"][-1]
+                figures["reaches_trials_final_curve_at"] = time_to_reach(figures["curve"], target)
+    result = {
+        "command": "python -m benchmarks.fashion_endtoend compare",
+        "commit": stamps.commit(),
+        "date": stamps.now(),
+        "step_seconds": STEP,
+        "studies": studies,
+    }
+    HERE.mkdir(parents=True, exist_ok=True)
+    (HERE / "endtoend.json").write_text(json.dumps(result, indent=1) + "\n")
+    for label, figures in studies.items():
+        reach = figures.get("reaches_trials_final_curve_at")
+        print(
+            f"{label}: {figures['trials']} trials, curve at 20/40/60 min "
+            f"{figures['curve'][20]:.4f}/{figures['curve'][40]:.4f}/{figures['curve'][60]:.4f}, "
+            f"final-trained {figures['final_hypervolume']}"
+            + (f", reaches the trials curve's end at {reach} s" if reach is not None else "")
+        )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("piece", choices=["measure", "compare"])
+    args = parser.parse_args()
+    measure() if args.piece == "measure" else compare()
+
+
+if __name__ == "__main__":
+    main()
