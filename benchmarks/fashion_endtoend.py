@@ -33,11 +33,11 @@ from benchmarks import stamps
 from benchmarks.fashion_state import DATABASE as TRIALS_DATABASE
 from benchmarks.fashion_state import STUDY as TRIALS_STUDY
 from benchmarks.fashion_state import WORK, final_trained, recipe_space
+from benchmarks.fashion_supernet import DATABASE as SUPERNET_DATABASE
+from benchmarks.fashion_supernet import HERE
+from benchmarks.fashion_supernet import SEARCH_SECONDS as HORIZON
 from benchmarks.scoring import front_hypervolume
 
-HERE = WORK / "supernet"
-SUPERNET_DATABASE = HERE / "supernet.db"
-HORIZON = 3600
 STEP = 60
 
 
