@@ -52,7 +52,8 @@ def keras_setup(ctx: EvaluationContext) -> KerasSetup:
     delivery = delivery_rate(data, smallest)
     study.set_user_attr(StudyAttr.DATASET, data.summary())
     study.set_user_attr(StudyAttr.PIPELINE, {"delivery_images_per_s": round(delivery, 1), "batch_size": smallest})
-    profiler = HardwareProfiler(space.spec.measure, MeasurementCache(ctx.storage.engine) if options.cache else None)
+    cache = MeasurementCache(ctx.storage.engine) if options.cache else None
+    profiler = HardwareProfiler(space.spec.search_measure(), cache)
     weights = None
     if options.keep_weights:
         weights = WeightStore(ctx.storage.engine, default_artifact_root(options.storage, options.artifacts))

@@ -63,7 +63,7 @@ def _confirm(joined: JoinedStudy, events: SearchEvents) -> None:
     from nas.search.hardware import HardwareProfiler
     from nas.storage import MeasurementCache
 
-    measure = joined.space.spec.measure
+    measure = joined.space.spec.search_measure()
     profiler = HardwareProfiler(measure, MeasurementCache(joined.storage.engine) if joined.options.cache else None)
     confirm_front(joined.study, profiler, events.message)
 

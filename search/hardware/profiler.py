@@ -168,7 +168,7 @@ class HardwareProfiler:
             )
             throughput[batch] = Throughput.from_dict(result)
         latency = None
-        if self.spec.latency or need_latency:
+        if self.spec.latency is not False or need_latency:  # unset: measured (SpaceSpec.search_measure)
             result, cached["latency"] = self._lookup_or_measure(
                 self._key("latency", signature, shape, 1, precision, xla),
                 lambda: measure_latency(

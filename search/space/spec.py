@@ -190,7 +190,13 @@ class MeasureSpec(Spec):
         min_length=1,
         description="inference batch sizes; the first is the objective",
     )
-    latency: bool = Field(True, description="also measure latency (ms, p50 and p95) at batch 1")
+    # Unset by default: at a second per network, latency is cheap beside a trial's training but
+    # a fifth of a supernet subnet's cost (issue 47: 1.2 of 6.2 s), where thousands are scored.
+    latency: bool | None = Field(
+        None,
+        description="also measure latency (ms, p50 and p95) at batch 1; unset: yes, except for a supernet "
+        "study's subnets (a max_latency_ms constraint measures it always)",
+    )
     rounds: int = Field(15, ge=3, le=100, description="timed rounds; the median is reported")
     round_seconds: float = Field(0.1, gt=0, le=60, description="target length of one timed round")
     reference: bool = Field(
@@ -373,6 +379,12 @@ class SpaceSpec(Spec):
             if direction != OBJECTIVES[name]:
                 raise ValueError(f"objective '{name}' can only be {OBJECTIVES[name]}d")
         return value
+
+    def search_measure(self) -> MeasureSpec:
+        """`measure:` as the search applies it: an unset `latency` resolved for the strategy."""
+        if self.measure.latency is not None:
+            return self.measure
+        return self.measure.model_copy(update={"latency": self.search.strategy != "supernet"})
 
     @model_validator(mode="after")
     def _classes_agree(self) -> SpaceSpec:

@@ -230,3 +230,19 @@ def test_merge_keys_may_still_override(tmp_path: Path) -> None:
     merged.write_text(text)
     stage = load_space(str(merged)).document["model"]["stages"][1]
     assert (stage["filters"], stage["stride"], stage["expansion"]) == (24, 2, 1)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "latency", "measured"),
+    [("trials", None, True), ("supernet", None, False), ("supernet", True, True), ("trials", False, False)],
+)
+def test_latency_is_measured_unless_unset_in_a_supernet_study(
+    strategy: str, latency: bool | None, measured: bool
+) -> None:
+    data = good()
+    data["search"] = {**data.get("search", {}), "strategy": strategy}
+    if latency is not None:
+        data["measure"] = {"latency": latency}
+    spec = space_from_dict(data).spec
+    assert spec.search_measure().latency is measured
+    assert spec.measure.latency is latency  # the file's value, as the fingerprint reads it

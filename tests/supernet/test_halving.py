@@ -200,6 +200,29 @@ def test_a_subnet_scored_in_full_gets_the_figures_it_gets_without_halving() -> N
     assert figures[0] == figures[1]  # the same batches, the same sums: bit for bit
 
 
+def test_scoring_traced_gives_the_eager_figures_and_traces_each_subnet_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nas.search.engine import supernet as engine
+    from nas.search.engine.supernet import Scored
+    from nas.search.supernet.extract import extract
+
+    evaluation = _evaluation({"subset": 200})
+    elastic, data = evaluation.trained.elastic, evaluation.data
+    candidate = elastic.space.candidate(elastic.middle(), num_classes=10, channels=1)
+    model = extract(evaluation.trained.supernet, candidate)
+    traced: list[Any] = []
+    original = engine.traced_forward
+    monkeypatch.setattr(engine, "traced_forward", lambda m: traced.append(original(m)) or traced[-1])
+    x, y = data.x_val, data.y_val
+    scored = Scored().add(model, x[:256], y[:256]).add(model, x[256:], y[256:])
+    probs = np.asarray(model(x.astype("float32") / 255.0, training=False))
+    eager_loss = float(-np.log(np.clip(probs[np.arange(len(y)), y], 1e-7, 1.0)).mean())
+    eager_accuracy = float((probs.argmax(axis=-1) == y).mean())
+    loss, accuracy = scored.figures()
+    assert accuracy == eager_accuracy and loss == pytest.approx(eager_loss, rel=1e-5)
+    (forward,) = traced  # the subset, then the rest: one graph for both batch sizes
+    assert forward.experimental_get_tracing_count() == 1
+
+
 def test_a_dominated_bound_stops_the_scoring_there() -> None:
     from nas.search.engine.evaluation import TrialWork
 
