@@ -21,8 +21,9 @@ under benchmarks/fashion-runs/supernet/ (committed as each piece ends):
 `standalone` trains 40 subnets spread evenly over the space's FLOPs (drawn once, stored) with
 the preset's training settings at the knobs the supernet trains with, two seeds each: the seeds'
 agreement is the ceiling of any ranking. `ranking` takes those subnets out of the seed-0
-supernet (BatchNorm re-estimated as a trial's is), scores them on the validation set, fine-tunes
-each `--finetune-epochs` epochs and scores it again, and ranks both against the stand-alone mean.
+supernet (BatchNorm re-estimated as a trial's is) and scores them on the validation set, then
+fine-tunes each `--finetune-epochs` epochs (0: none) and scores it again, and ranks both against
+the stand-alone mean over the subnets each figure exists for.
 """
 
 from __future__ import annotations
@@ -199,29 +200,35 @@ def ranking(minutes: float, finetune_epochs: int) -> None:
     batches = calibration_batches(data, largest.batch_size, settings.calibration_batches)
     document = _load("ranking.json", {"subnets": {}})
     document |= {"supernet_epochs": held.done, "finetune_epochs": finetune_epochs, "machine": stamps.machine()}
-    for index, params in enumerate(subnets):
-        if time.monotonic() > deadline:
-            break
-        if str(index) in document["subnets"]:
-            continue
-        params = {k: v for k, v in params.items() if k != "flops"}
-        candidate = elastic.space.candidate(params, num_classes=data.num_classes, channels=data.channels)
-        started = time.perf_counter()
-        model = extract(supernet, candidate)
-        recalibrate(model, batches)
-        inherited = evaluate(model, data)[1]
-        rate = finetune_rate(candidate.learning_rate, settings.finetune.learning_rate)
-        tuned = dataclasses.replace(candidate, epochs=finetune_epochs, learning_rate=rate)
-        _, result = finetune_subnet(supernet, tuned, batches, data, seed=0)
-        keras.backend.clear_session(free_memory=True)
-        document["subnets"][str(index)] = {
-            "inherited": round(inherited, 4),
-            "finetuned": round(result.accuracy, 4),
-            "seconds": round(time.perf_counter() - started, 1),
-            "commit": stamps.commit(),
-        }
-        _save("ranking.json", document)
-        print(f"subnet {index}: inherited {inherited:.4f}, fine-tuned {result.accuracy:.4f}", flush=True)
+    # Inherited accuracy first for every subnet (seconds each), fine-tuning after (a minute or
+    # more each): a piece cut short still decides the inherited ranking.
+    for tune in (False, True) if finetune_epochs else (False,):
+        for index, params in enumerate(subnets):
+            row = document["subnets"].setdefault(str(index), {})
+            if time.monotonic() > deadline or ("finetuned" if tune else "inherited") in row:
+                continue
+            params = {k: v for k, v in params.items() if k != "flops"}
+            candidate = elastic.space.candidate(params, num_classes=data.num_classes, channels=data.channels)
+            started = time.perf_counter()
+            if tune:
+                rate = finetune_rate(candidate.learning_rate, settings.finetune.learning_rate)
+                tuned = dataclasses.replace(candidate, epochs=finetune_epochs, learning_rate=rate)
+                _, result = finetune_subnet(supernet, tuned, batches, data, seed=0)
+                row |= {
+                    "finetuned": round(result.accuracy, 4),
+                    "finetune_seconds": round(time.perf_counter() - started, 1),
+                }
+            else:
+                model = extract(supernet, candidate)
+                recalibrate(model, batches)
+                row |= {
+                    "inherited": round(evaluate(model, data)[1], 4),
+                    "seconds": round(time.perf_counter() - started, 1),
+                }
+            keras.backend.clear_session(free_memory=True)
+            row["commit"] = stamps.commit()
+            _save("ranking.json", document)
+            print(f"subnet {index}: {row}", flush=True)
     correlations()
 
 
@@ -242,11 +249,11 @@ def correlations() -> dict[str, Any]:
             [by_seed[0][i] for i in both], [by_seed[1][i] for i in both]
         )
         mean = {i: statistics.fmean(by_seed[s][i] for s in by_seed) for i in both}
-        ranked = [i for i in both if str(i) in scored]
-        out["ranked"] = len(ranked)
-        if len(ranked) >= 3:
-            truth = [mean[i] for i in ranked]
-            for figure in ("inherited", "finetuned"):
+        for figure in ("inherited", "finetuned"):
+            ranked = [i for i in both if figure in scored.get(str(i), {})]
+            out[f"{figure}_subnets"] = len(ranked)
+            if len(ranked) >= 3:
+                truth = [mean[i] for i in ranked]
                 out[figure] = rank_correlations([scored[str(i)][figure] for i in ranked], truth)
     _save("correlations.json", out)
     print(json.dumps(out, indent=1))

@@ -33,10 +33,13 @@ def test_correlations_rank_against_the_mean_of_the_seeds_over_the_subnets_with_e
     runs = [{"subnet": i, "seed": s, "accuracy": a + 0.001 * s} for i, a in enumerate(truth) for s in (0, 1)]
     runs.append({"subnet": 5, "seed": 0, "accuracy": 0.5})  # one seed only: left out
     (tmp_path / "standalone.json").write_text(json.dumps({"runs": runs}))
-    ranked = {str(i): {"inherited": a, "finetuned": -a} for i, a in enumerate(truth[:4])}  # 4 of 5 scored
+    ranked: dict[str, dict[str, float]] = {str(i): {"inherited": a} for i, a in enumerate(truth[:4])}  # 4 of 5
+    for i in range(3):  # fine-tuned so far: 3 of them, in the opposite order
+        ranked[str(i)]["finetuned"] = -truth[i]
     (tmp_path / "ranking.json").write_text(json.dumps({"subnets": ranked}))
     out = module.correlations()
-    assert out["subnets_with_both_seeds"] == 5 and out["ranked"] == 4
+    assert out["subnets_with_both_seeds"] == 5
+    assert (out["inherited_subnets"], out["finetuned_subnets"]) == (4, 3)
     assert out["seeds_against_each_other"]["kendall"] == 1.0
     assert out["inherited"] == {"spearman": 1.0, "kendall": 1.0}
     assert out["finetuned"] == {"spearman": -1.0, "kendall": -1.0}
