@@ -226,7 +226,7 @@ def ranking(minutes: float, finetune_epochs: int) -> None:
                     "seconds": round(time.perf_counter() - started, 1),
                 }
             keras.backend.clear_session(free_memory=True)
-            row["commit"] = stamps.commit()
+            row["finetune_commit" if tune else "commit"] = stamps.commit()
             _save("ranking.json", document)
             print(f"subnet {index}: {row}", flush=True)
     correlations()
@@ -266,7 +266,9 @@ def status() -> None:
         print(f"{name}: {spent:.0f} of {SEARCH_SECONDS} s")
     document = _load("standalone.json", {})
     print(f"standalone: {len(document.get('runs', []))} of {SUBNETS * SEEDS} trainings")
-    print(f"ranking: {len(_load('ranking.json', {'subnets': {}})['subnets'])} of {SUBNETS} subnets")
+    rows = _load("ranking.json", {"subnets": {}})["subnets"].values()
+    for figure in ("inherited", "finetuned"):
+        print(f"ranking, {figure}: {sum(figure in row for row in rows)} of {SUBNETS} subnets")
 
 
 def main() -> None:

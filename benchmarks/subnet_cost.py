@@ -89,7 +89,9 @@ def main() -> None:
                 else:
                     took, (_, accuracy) = _seconds(lambda m=model: evaluate(m, data))
                     traced.append(took)
-                assert round(accuracy, 4) == round(trial.values[0], 4), (trial.number, kind, accuracy)
+                # The study's figure was scored eagerly; traced, a near-tie may flip one image.
+                slack = 0.0 if kind == "eager" else 1.01 / len(data.y_val)
+                assert abs(accuracy - trial.values[0]) <= slack + 5e-5, (trial.number, kind, accuracy)
         cost = profiler.measure(model, precision="float32", xla=False)
         primary = cost.throughput[measure.batch_sizes[0]]
         assert cost.latency is not None

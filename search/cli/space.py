@@ -104,7 +104,7 @@ def show(
         "size": {"combinations": size.combinations, "exact": size.exact, "continuous": size.continuous},
         "constraints": loaded.spec.constraints.model_dump(exclude_none=True),
         "early_stopping": _early_stopping(loaded.spec),
-        "measure": loaded.spec.measure.model_dump(),
+        "measure": loaded.spec.search_measure().model_dump(),
         "strategy": strategy.describe(loaded),
     }
     note = None
@@ -158,8 +158,9 @@ def show(
         + (", interleaved with the reference" if m["reference"] else "")
         + (", front confirmed after the search" if m["confirm"] and m["reference"] else "")
         + (
-            f"; warm-up at most {m['warmup_seconds']:g} s, latency timed {m['latency_seconds']:g} s, "
-            f"once per device: baseline {m['baseline_rounds']} rounds, matmul peak {m['peak_seconds']:g} s"
+            f"; warm-up at most {m['warmup_seconds']:g} s, "
+            + (f"latency timed {m['latency_seconds']:g} s, " if m["latency"] else "no latency, ")
+            + f"once per device: baseline {m['baseline_rounds']} rounds, matmul peak {m['peak_seconds']:g} s"
         ),
         highlight=False,
         soft_wrap=True,

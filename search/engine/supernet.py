@@ -221,9 +221,8 @@ def calibration_batches(data: Dataset, batch_size: int, count: int) -> list[Any]
 
 def traced_forward(model: keras.Model) -> Any:
     """`model`'s inference pass as one traced graph for any batch size. Eagerly, each of the
-    validation set's 40 batches runs the subnet op by op from Python: on 2 CPU cores a small
-    subnet's scoring took about 4x as long as traced, the trace included (issue 47's subnets
-    per hour)."""
+    validation set's 40 batches runs the subnet op by op from Python, which on 2 CPU cores cost
+    more than the trace (benchmarks/subnet_cost.py; issue 47's subnets per hour)."""
     tf = import_tensorflow()
     spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
     return tf.function(lambda images: model(images, training=False), input_signature=[spec])

@@ -244,6 +244,12 @@ class SearchSpace:
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
         # `final` acts after the search (nas train), like the search's own budget and sampler.
         data = self.spec.model_dump(mode="json", exclude={"name", "search", "final"}, exclude_defaults=True)
+        if data.get("measure", {}).get("latency") is True:
+            # `latency: true` was the default until it became unset (resolved per strategy): as
+            # then, it is left out, so studies made from a space that says it still resume.
+            del data["measure"]["latency"]
+            if not data["measure"]:
+                del data["measure"]
         # The test set is read by `nas train` only: one can be added to a finished study.
         data.get("dataset", {}).pop("test_path", None)
         stride = self.spec.model.stem_stride

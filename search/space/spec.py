@@ -191,7 +191,7 @@ class MeasureSpec(Spec):
         description="inference batch sizes; the first is the objective",
     )
     # Unset by default: at a second per network, latency is cheap beside a trial's training but
-    # a fifth of a supernet subnet's cost (issue 47: 1.2 of 6.2 s), where thousands are scored.
+    # not beside a supernet subnet's few seconds, where thousands are scored (issue 47).
     latency: bool | None = Field(
         None,
         description="also measure latency (ms, p50 and p95) at batch 1; unset: yes, except for a supernet "

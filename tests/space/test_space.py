@@ -246,3 +246,12 @@ def test_latency_is_measured_unless_unset_in_a_supernet_study(
     spec = space_from_dict(data).spec
     assert spec.search_measure().latency is measured
     assert spec.measure.latency is latency  # the file's value, as the fingerprint reads it
+
+
+def test_a_space_that_says_latency_true_keeps_the_fingerprint_it_had_when_true_was_the_default() -> None:
+    unset = good()
+    said = good() | {"measure": {"latency": True}}
+    off = good() | {"measure": {"latency": False}}
+    prints = [space_from_dict(d).fingerprint() for d in (unset, said, off)]
+    assert prints[0] == prints[1] != prints[2]
+    assert '"measure"' not in prints[1]
