@@ -255,6 +255,13 @@ def correlations() -> dict[str, Any]:
             if len(ranked) >= 3:
                 truth = [mean[i] for i in ranked]
                 out[figure] = rank_correlations([scored[str(i)][figure] for i in ranked], truth)
+                if figure == "finetuned" and len(ranked) < out["inherited_subnets"]:
+                    # The same subnets for both, where fine-tuning has not reached them all.
+                    inherited = [scored[str(i)]["inherited"] for i in ranked]
+                    out["inherited_where_finetuned"] = rank_correlations(inherited, truth)
+        subnets = _load("standalone.json", {}).get("subnets", [])
+        if subnets:  # the proxy with no training at all: a bigger network is a better one
+            out["flops"] = rank_correlations([subnets[i]["flops"] for i in both], [mean[i] for i in both])
     _save("correlations.json", out)
     print(json.dumps(out, indent=1))
     return out

@@ -32,15 +32,19 @@ def test_correlations_rank_against_the_mean_of_the_seeds_over_the_subnets_with_e
     truth = [0.80, 0.82, 0.85, 0.87, 0.90]
     runs = [{"subnet": i, "seed": s, "accuracy": a + 0.001 * s} for i, a in enumerate(truth) for s in (0, 1)]
     runs.append({"subnet": 5, "seed": 0, "accuracy": 0.5})  # one seed only: left out
-    (tmp_path / "standalone.json").write_text(json.dumps({"runs": runs}))
-    ranked: dict[str, dict[str, float]] = {str(i): {"inherited": a} for i, a in enumerate(truth[:4])}  # 4 of 5
-    for i in range(3):  # fine-tuned so far: 3 of them, in the opposite order
+    flops = [{"flops": f} for f in (5, 4, 3, 2, 1, 0)]  # the opposite order of the accuracies
+    (tmp_path / "standalone.json").write_text(json.dumps({"runs": runs, "subnets": flops}))
+    # Inherited for 4 of the 5: subnet 0 first, the other three in the right order (tau 0 in all).
+    ranked: dict[str, dict[str, float]] = {str(i): {"inherited": a} for i, a in enumerate([0.9, 0.1, 0.2, 0.3])}
+    for i in (1, 2, 3):  # fine-tuned so far: 3 of them, in the opposite order
         ranked[str(i)]["finetuned"] = -truth[i]
     (tmp_path / "ranking.json").write_text(json.dumps({"subnets": ranked}))
     out = module.correlations()
     assert out["subnets_with_both_seeds"] == 5
     assert (out["inherited_subnets"], out["finetuned_subnets"]) == (4, 3)
     assert out["seeds_against_each_other"]["kendall"] == 1.0
-    assert out["inherited"] == {"spearman": 1.0, "kendall": 1.0}
+    assert out["inherited"]["kendall"] == 0.0
     assert out["finetuned"] == {"spearman": -1.0, "kendall": -1.0}
+    assert out["inherited_where_finetuned"] == {"spearman": 1.0, "kendall": 1.0}  # subnets 1-3 only
+    assert out["flops"] == {"spearman": -1.0, "kendall": -1.0}
     assert json.loads((tmp_path / "correlations.json").read_text()) == out
