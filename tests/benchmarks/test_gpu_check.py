@@ -18,6 +18,7 @@ def _tensorflow_sees_a_gpu() -> bool:
     return bool(runtime.import_tensorflow().config.list_physical_devices("GPU"))
 
 
+@pytest.mark.slow
 def test_without_a_gpu_it_refuses(tmp_path: Path) -> None:
     if _tensorflow_sees_a_gpu():
         pytest.skip("TensorFlow sees a GPU here")

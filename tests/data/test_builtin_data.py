@@ -285,6 +285,7 @@ def test_a_missing_keras_set_in_a_space_file_is_exit_2_and_nothing_written(workd
     assert not (workdir / "nas.db").exists()
 
 
+@pytest.mark.slow
 def test_the_real_fashion_mnist_of_debian() -> None:
     """The package CI installs (apt-get install dataset-fashion-mnist): 60,000 + 10,000."""
     if not DEBIAN_FASHION.is_dir():

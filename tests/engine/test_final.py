@@ -52,6 +52,7 @@ def _space(train: str, test: str, **final: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_permuting_the_test_labels_changes_nothing_the_search_chose(tmp_path: Path) -> None:
     """The test set is read by `nas train` only: two searches of one space whose test labels
     differ sample the same trials and get the same objectives (throughput from the shared

@@ -58,6 +58,7 @@ def _resized(net: NetworkPlan, group: ChannelGroup, size: int) -> NetworkPlan:
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
+@pytest.mark.slow
 def test_the_builder_makes_exactly_the_layers_the_plan_names(preset: str) -> None:
     for net in _plans(preset):
         model = build_plan(net)
@@ -70,6 +71,7 @@ def test_the_builder_makes_exactly_the_layers_the_plan_names(preset: str) -> Non
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
+@pytest.mark.slow
 def test_a_channel_group_is_exactly_the_weight_axes_its_width_changes(preset: str) -> None:
     for net in _plans(preset)[:2]:
         full = _shapes(build_plan(net))
@@ -91,6 +93,7 @@ def test_a_channel_group_is_exactly_the_weight_axes_its_width_changes(preset: st
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
+@pytest.mark.slow
 def test_pruning_reads_the_layer_kinds_the_plan_declares(preset: str) -> None:
     for net in _plans(preset):
         model = build_plan(net)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 
 from ..helpers import run_cli
@@ -25,6 +26,7 @@ def test_the_epochs_are_what_fits_after_the_first_without_its_tracing() -> None:
     assert epochs_for_budget(50.0, 20.0, 55.0, 40.0).describe().startswith("1 epoch fit in 40 s")
 
 
+@pytest.mark.slow
 def test_an_undecided_training_decides_after_its_first_epoch_and_stretches_its_schedule(tmp_path: Path) -> None:
     from nas.search.data import load_dataset
     from nas.search.space import space_from_dict
@@ -54,6 +56,7 @@ def test_an_undecided_training_decides_after_its_first_epoch_and_stretches_its_s
     assert training.history[0]["decided_epochs"] == 3
 
 
+@pytest.mark.slow
 def test_auto_epochs_fit_the_timeout_are_stored_and_kept_and_need_a_timeout(tmp_path: Path) -> None:
     space = _two_stages(epochs="auto", budget_share=0.5, reference_subnets=False)
     space["search"]["trials"] = 2

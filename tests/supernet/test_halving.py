@@ -91,6 +91,7 @@ def _beats(accuracy: float, throughput: float, other_accuracy: float, other_thro
     return accuracy >= other_accuracy and low >= other_high and (accuracy > other_accuracy or low > other_high)
 
 
+@pytest.mark.slow
 def test_halving_never_drops_a_subnet_the_whole_set_puts_on_the_front_and_drops_hopeless_ones() -> None:
     """A study with a known front (and a dominated trial); candidates of every full accuracy
     and many throughputs. For each that the whole set would put on the front (noise_aware_front

@@ -121,6 +121,7 @@ def _train(space: Any, data: Any, path: Path, drawn: list[bytes], kill_after: in
     return supernet
 
 
+@pytest.mark.slow
 def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbroken_one(tmp_path: Path) -> None:
     from nas.search.data import load_dataset
     from nas.search.space import space_from_dict
@@ -190,6 +191,7 @@ def test_space_show_and_the_fingerprint_know_the_schedule(tmp_path: Path) -> Non
         open_study(space_from_dict(_space(supernet=sandwich)), storage, "progressive")
 
 
+@pytest.mark.slow
 def test_the_reference_subnets_are_scored_each_epoch_kept_in_the_study_and_shown_live(tmp_path: Path) -> None:
     from nas.search.results.report import build_report
 
@@ -214,6 +216,7 @@ def test_the_reference_subnets_are_scored_each_epoch_kept_in_the_study_and_shown
     assert "Supernet training: reference subnets" in build_report(study, "test")
 
 
+@pytest.mark.slow
 def test_the_reference_subnets_score_as_a_trial_scores_its_subnet_epoch_after_epoch() -> None:
     """Each reference model is built once and inherits the weights again each epoch: it scores
     what a subnet extracted afresh, as a trial's is, scores."""

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 
 from .test_progressive import _two_stages
 from .test_supernet import _space
@@ -66,6 +67,7 @@ def test_a_subnet_at_its_resolution_and_stride_computes_what_the_supernet_comput
     assert not np.allclose(at_8, np.asarray(supernet(x, masks, spatial=(8, 2))), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_training_whose_sandwich_mixes_shapes_learns_and_the_random_subnets_share_one() -> None:
     import tempfile
     from pathlib import Path
@@ -103,6 +105,7 @@ def test_a_training_whose_sandwich_mixes_shapes_learns_and_the_random_subnets_sh
     assert plan_network(supernet.candidate).resolution == 12
 
 
+@pytest.mark.slow
 def test_the_step_sums_the_largests_loss_on_the_labels_and_the_others_distilled_or_on_the_labels() -> None:
     import keras
 

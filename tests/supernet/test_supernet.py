@@ -373,6 +373,7 @@ def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_f
         assert record["parity"]["keras_accuracy"] == pytest.approx(record["finetuned"]["keras_accuracy"], abs=one_image)
 
 
+@pytest.mark.slow
 def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_path: Path) -> None:
     """`nas.api.search` calls the engine's one entry: after a supernet search it fine-tunes
     the front and confirms its throughput, as `nas search` does (engine/strategy.py)."""

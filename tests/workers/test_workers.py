@@ -76,6 +76,7 @@ def test_two_workers_finish_exactly_the_budget(workdir: Path) -> None:
     assert {t.number for t in study.best_trials} <= {int(n) for n in confirmed}
 
 
+@pytest.mark.slow
 def test_a_pool_on_gpus_tensorflow_cannot_see_stops_before_any_trial(workdir: Path) -> None:
     """--gpus on a machine (or a TensorFlow build) without those GPUs: exit 2 with the likely
     cause and the install hint, before the study gets a trial, never a search on the CPU."""
