@@ -1,9 +1,9 @@
 """Every shell command the guide shows (README.md and docs/, in ```bash blocks) runs, so the
 guide cannot rot: a renamed option, a moved file or a changed preset fails here.
 
-The commands run as written, in bash, in one workspace (a copy of spaces/ and examples/), in
-one order (README.md, then docs/ by file name), and must exit 0: a page's test first runs what
-the pages before it in that order left to run (whatever order the tests run in, a page finds
+The commands run as written, in one workspace (a copy of spaces/ and examples/), in one order
+(README.md, then docs/ by file name), and must exit 0: a page's test first runs what the pages
+before it in that order left to run (whatever order the tests run in, a page finds
 the studies the README made), and a command is tried once per workspace (the pages repeat the
 tour's searches and trainings: a second run would test nothing the first did not, at 5-30 s
 each; a failed one is reported by the test that tried it, not again by every later page).
@@ -15,6 +15,12 @@ the command's options:
   copy (`spaces/PRESET.yaml`), as a preset name would read the shipped file;
 - `nas search ... --trials N` asks for at most 3;
 - trial numbers (`--trial 7`, `--trials 3,7`) are the short study's own front members.
+
+A plain `nas ...` command (no shell syntax, no worker processes) runs in this process, through
+the `main()` the `nas` entry point calls, with its arguments as written: a subprocess would add a
+Python and TensorFlow start (5-10 s) to each of some 25 commands and test nothing more (the
+installed `nas` script runs as a process here to read a front, `python -m nas` in tests/e2e).
+Every other command runs in bash.
 
 What cannot run here is listed in NOT_HERE with the reason (a GPU, another machine, a download,
 a server that runs until stopped, the set-up that `.ci/run` itself performs); the test fails on
@@ -28,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,7 +45,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ..helpers import QUICK_MEASURE, REPO, nas_env
+from ..helpers import QUICK_MEASURE, REPO, nas_env, run_cli
 
 PAGES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
@@ -66,6 +73,7 @@ NOT_HERE = {
     ),
 }
 MAX_TRIALS = 3
+SHELL_SYNTAX = re.compile(r"[|&;<>$`*?=(){}\[\]~'\"\\]")
 
 
 def guide_commands(page: str) -> list[str]:
@@ -130,6 +138,41 @@ def runnable(command: str, cwd: Path, env: dict[str, str]) -> str:
     return command
 
 
+def in_process(command: str) -> list[str] | None:
+    """The arguments of a plain `nas` command that can run in this process; None for any other
+    (shell syntax, another program, or worker processes, which are what such a command tests)."""
+    if not command.startswith("nas ") or SHELL_SYNTAX.search(command) or "--workers" in command:
+        return None
+    return shlex.split(command)[1:]
+
+
+def run_command(run: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    args = in_process(run)
+    if args is not None:
+        return run_cli(*args, cwd=cwd)
+    return subprocess.run(["bash", "-c", run], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_plain_nas_commands_run_in_process_and_the_rest_in_bash() -> None:
+    assert in_process("nas export mobilenet --format tflite --out exported/") == [
+        "export",
+        "mobilenet",
+        "--format",
+        "tflite",
+        "--out",
+        "exported/",
+    ]
+    for command in [
+        "nas search mobilenet --workers 2",
+        "NAS_STORAGE=sqlite:///x.db nas worker --study mobilenet",
+        "nas pareto mobilenet --format json > front.json",
+        "nas status && nas pareto mobilenet",
+        "python examples/image_folder/make_folder.py",
+        "optuna best-trials --study-name mobilenet --storage sqlite:///nas.db",
+    ]:
+        assert in_process(command) is None, command
+
+
 def test_the_guide_shows_commands_and_every_exception_is_still_shown() -> None:
     shown = {c for page in PAGES for c in guide_commands(page)}
     assert len(shown) > 30, shown
@@ -139,16 +182,15 @@ def test_the_guide_shows_commands_and_every_exception_is_still_shown() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if guide_commands(p)])
-def test_every_command_of_the_page_runs(page: str, workspace: Workspace) -> None:
+def test_every_command_of_the_page_runs(page: str, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     env = nas_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("NAS_ARTIFACTS", None)
+    monkeypatch.delenv("NAS_ARTIFACTS", raising=False)  # for the commands run in this process
     for at, command in [(p, c) for p in PAGES[: PAGES.index(page) + 1] for c in guide_commands(p)]:
         if command in SET_UP or command in NOT_HERE or command in workspace.ran:
             continue
         run = runnable(command, workspace.root, env)
-        done = subprocess.run(
-            ["bash", "-c", run], cwd=workspace.root, env=env, capture_output=True, text=True, timeout=240
-        )
+        done = run_command(run, workspace.root, env)
         workspace.ran.add(command)
         why = f"{at}: `{command}` (ran `{run}`) exited {done.returncode}:\n{done.stderr[-3000:]}"
         assert done.returncode == 0, why
