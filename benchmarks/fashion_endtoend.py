@@ -39,6 +39,7 @@ from benchmarks.fashion_supernet import SEARCH_SECONDS as HORIZON
 from benchmarks.scoring import front_hypervolume
 
 STEP = 60
+PLOT = Path(__file__).parent / "fashion_supernet_hv.png"
 
 
 def study_names() -> list[tuple[str, str, int, Path]]:
@@ -157,6 +158,7 @@ def compare() -> dict[str, Any]:
     }
     HERE.mkdir(parents=True, exist_ok=True)
     (HERE / "endtoend.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(studies, PLOT)
     for label, figures in studies.items():
         reach = figures.get("reaches_trials_final_curve_at")
         print(
@@ -166,6 +168,41 @@ def compare() -> dict[str, Any]:
             + (f", reaches the trials curve's end at {reach} s" if reach is not None else "")
         )
     return result
+
+
+def plot(studies: dict[str, Any], path: Path) -> None:
+    """One panel per seed: each study's curve over its clock, and its final-trained front's
+    hypervolume (test accuracy, throughput) as a mark at the hour's end."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seeds = sorted({figures["seed"] for figures in studies.values()})
+    fig, axes = plt.subplots(1, len(seeds), figsize=(5.5 * len(seeds), 4), squeeze=False, sharey=True)
+    for axis, seed in zip(axes[0], seeds, strict=True):
+        for label, figures in studies.items():
+            if figures["seed"] != seed:
+                continue
+            color = "C0" if label.startswith("trials") else "C1"
+            minutes = [i * STEP / 60 for i in range(len(figures["curve"]))]
+            axis.step(minutes, figures["curve"], where="post", color=color, label=f"{label}, as searched")
+            if figures["final_hypervolume"] is not None:
+                axis.plot(
+                    [HORIZON / 60],
+                    [figures["final_hypervolume"]],
+                    marker="*",
+                    markersize=12,
+                    color=color,
+                    linestyle="",
+                    label=f"{label}, final-trained (test)",
+                )
+        axis.set(title=f"seed {seed}", xlabel="minutes into the study's hour")
+        axis.legend(fontsize=7, loc="lower right")
+    axes[0][0].set(ylabel="hypervolume (accuracy, log10 images/s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ under benchmarks/fashion-runs/supernet/ (committed as each piece ends):
 
     python -m benchmarks.fashion_supernet search SEED [--minutes 62]   # the supernet search's hour
     python -m benchmarks.fashion_supernet trials SEED [--minutes 62]   # the trials strategy, another seed
-    python -m benchmarks.fashion_supernet train STUDY [--minutes 55]   # nas train on a study's front
+    python -m benchmarks.fashion_supernet train STUDY [--minutes 55]   # nas train on 8 of a study's front
     python -m benchmarks.fashion_supernet standalone [--minutes 55]    # 40 subnets x 2 seeds from scratch
     python -m benchmarks.fashion_supernet ranking [--minutes 55]       # inherited and fine-tuned vs stand-alone
     python -m benchmarks.fashion_supernet status
@@ -47,6 +47,7 @@ SPACE_FILE = HERE / "space.yaml"
 SEARCH_SECONDS = 3600
 SUBNETS = 40
 SEEDS = 2
+FINAL_TRAINED = 8  # networks final-trained per study: the `trials` seed-0 front's 8
 
 
 def _load(name: str, empty: dict[str, Any]) -> dict[str, Any]:
@@ -103,12 +104,25 @@ def _search(kind: str, seed: int, minutes: float) -> None:
     _save("progress.json", progress)
 
 
+def spread_front(front: list[tuple[int, float]], count: int) -> list[int]:
+    """`count` of the front's (trial, accuracy) members evenly spread along it, most accurate
+    first, both ends included (all of them where the front has no more)."""
+    ordered = [n for n, _ in sorted(front, key=lambda m: (-m[1], m[0]))]
+    if len(ordered) <= count:
+        return ordered
+    return [ordered[round(k * (len(ordered) - 1) / (count - 1))] for k in range(count)]
+
+
 def train(study: str, minutes: float) -> None:
-    """`nas train` on a study's whole front (as benchmarks/fashion.py's train piece)."""
+    """`nas train` on FINAL_TRAINED members of a study's front, spread along it: the `trials`
+    study of seed 0 had 8 on its front, all final-trained by benchmarks/fashion.py; a supernet
+    study's front is denser (20-25 subnets, 15 epochs each: 3 hours or more), so each study
+    gets the same final training, its fastest and its most accurate member among them."""
     import optuna
 
     found = optuna.load_study(study_name=study, storage=f"sqlite:///{DATABASE}")
-    members = ",".join(str(t.number) for t in sorted(found.best_trials, key=lambda t: (-t.values[0], t.number)))
+    chosen = spread_front([(t.number, t.values[0]) for t in found.best_trials], FINAL_TRAINED)
+    members = ",".join(map(str, chosen))
     started, commit = time.monotonic(), stamps.commit()
     code = run_nas(["train", study, "--trials", members], minutes * 60, HERE / "artifacts", database=DATABASE)
     progress = _load("progress.json", {"searches": {}, "chunks": []})

@@ -65,6 +65,7 @@ def test_the_supernet_is_timed_against_the_trials_study_of_its_seed(
     monkeypatch.setattr(module, "HERE", here)
     monkeypatch.setattr(module, "TRIALS_DATABASE", work / "fashion.db")
     monkeypatch.setattr(module, "SUPERNET_DATABASE", here / "supernet.db")
+    monkeypatch.setattr(module, "PLOT", tmp_path / "hv.png")
     start = dt.datetime(2026, 12, 6, 12, 0, 0)
     began = start.timestamp()
     found = [(600, 0.90, 4000), (3000, 0.85, 9000)]
@@ -95,3 +96,4 @@ def test_the_supernet_is_timed_against_the_trials_study_of_its_seed(
     assert out["trials s0"]["final_hypervolume"] == round(front_hypervolume([(0.92, 4100.0)]), 5)
     assert out["supernet s0"]["final_hypervolume"] is None
     assert json.loads((here / "endtoend.json").read_text())["studies"] == out
+    assert (tmp_path / "hv.png").read_bytes().startswith(b"\x89PNG")

@@ -48,3 +48,14 @@ def test_correlations_rank_against_the_mean_of_the_seeds_over_the_subnets_with_e
     assert out["inherited_where_finetuned"] == {"spearman": 1.0, "kendall": 1.0}  # subnets 1-3 only
     assert out["flops"] == {"spearman": -1.0, "kendall": -1.0}
     assert json.loads((tmp_path / "correlations.json").read_text()) == out
+
+
+def test_the_final_training_takes_both_ends_of_the_front_and_spreads_the_rest() -> None:
+    module = benchmark("fashion_supernet")
+    front = [(n, 0.95 - n / 100) for n in (7, 3, 0, 12, 5, 9, 1, 20, 14, 4)]  # accuracy falls with n
+    ordered = [0, 1, 3, 4, 5, 7, 9, 12, 14, 20]
+    assert module.spread_front(front, 4) == [0, 4, 9, 20]
+    picked = module.spread_front(front, 8)
+    assert picked[0] == 0 and picked[-1] == 20 and len(set(picked)) == 8
+    assert picked == sorted(picked, key=ordered.index)  # most accurate first
+    assert module.spread_front(front[:3], 8) == [0, 3, 7]
