@@ -15,6 +15,11 @@ above 1,000):
   preset's recipe), by test accuracy and by throughput measured again for all of them together
   in one process (`measure`, as benchmarks/fashion.py does for its table).
 
+`measure` times the keras.applications references and the 2-conv network in the same process,
+so `compare` also says, per study, which references its final-trained front dominates
+(benchmarks/fashion_report.py's rule: at least as accurate on the test set, faster beyond both
+throughput intervals).
+
 "Time to reach" is the first minute at which a supernet study's curve reaches the final curve
 value of the `trials` study of the same seed. The `trials` study of seed 0 is
 benchmarks/fashion.py's; the others live in benchmarks/fashion-runs/supernet/supernet.db.
@@ -30,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import stamps
+from benchmarks.fashion_references import REFERENCES
+from benchmarks.fashion_report import dominated_by, reference_accuracy
 from benchmarks.fashion_state import DATABASE as TRIALS_DATABASE
 from benchmarks.fashion_state import STUDY as TRIALS_STUDY
 from benchmarks.fashion_state import WORK, final_trained, recipe_space
@@ -82,14 +89,28 @@ def time_to_reach(values: list[float], target: float, step: int = STEP) -> int |
     return next((i * step for i, v in enumerate(values) if v >= target), None)
 
 
+def versus_references(front: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, list[str]]:
+    """The references (measured with the front, their test accuracy from benchmarks/fashion.py's
+    runs) the front dominates, and those it does not."""
+    verdict: dict[str, list[str]] = {"dominates": [], "not_dominated": []}
+    for name in REFERENCES:
+        path = WORK / "references" / f"{name}.json"
+        if name in measured and path.is_file():
+            reference = {"test_accuracy": reference_accuracy(json.loads(path.read_text())), **measured[name]}
+            verdict["dominates" if dominated_by(reference, front) else "not_dominated"].append(name)
+    return verdict
+
+
 def _progress(database: Path) -> list[dict[str, Any]]:
     path = (HERE if database == SUPERNET_DATABASE else WORK) / "progress.json"
     return json.loads(path.read_text())["chunks"] if path.is_file() else []
 
 
 def measure() -> None:
-    """Every final-trained network of every study, measured together (benchmarks/fashion.py's
-    protocol, the same conditions for all, whichever machine trained them)."""
+    """Every final-trained network of every study and every reference, measured together
+    (benchmarks/fashion.py's protocol, the same conditions for all, whichever machine trained
+    them)."""
+    import keras
     import optuna
 
     from nas.search import runtime
@@ -109,6 +130,9 @@ def measure() -> None:
             models.append((f"{label} trial {number}", rebuild(space, params, 10, 1, float32=True)))
     if not models:
         raise SystemExit("error: no study has final-trained networks yet (run the train pieces)")
+    for reference, (build, _) in REFERENCES.items():
+        keras.utils.set_random_seed(0)
+        models.append((reference, build()))
     result = {"command": "python -m benchmarks.fashion_endtoend measure"} | measure_together_now(models, space)
     HERE.mkdir(parents=True, exist_ok=True)
     (HERE / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -143,6 +167,16 @@ def compare() -> dict[str, Any]:
             if all(f"{label} trial {n}" in measured for n in final)
             else "as `nas train` measured each",
         }
+        front = [
+            {
+                "name": f"{label} trial {n}",
+                "test_accuracy": f["test_accuracy"],
+                **measured.get(f"{label} trial {n}", {}),
+            }
+            for n, f in final.items()
+        ]
+        if front and all("low" in r for r in front):
+            studies[label]["references"] = versus_references(front, measured)
     for label, figures in studies.items():
         if label.startswith("supernet"):
             rival = studies.get(f"trials s{figures['seed']}")
@@ -167,6 +201,10 @@ def compare() -> dict[str, Any]:
             f"final-trained {figures['final_hypervolume']}"
             + (f", reaches the trials curve's end at {reach} s" if reach is not None else "")
         )
+        if "references" in figures:
+            verdict = figures["references"]
+            standing = ", ".join(verdict["not_dominated"]) or "none"
+            print(f"  dominates {len(verdict['dominates'])} references; not: {standing}")
     return result
 
 

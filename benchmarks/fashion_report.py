@@ -1,5 +1,7 @@
 """benchmarks/fashion.py's last pieces: every network's throughput measured together by nas'
-protocol, then the table, the plot and which references nas' front dominates."""
+protocol, then the table, the plot and which references nas' fronts dominate: the `trials`
+strategy's (benchmarks/fashion.py's search) and, once benchmarks/fashion_supernet.py has
+final-trained it, the supernet strategy's of the same seed."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from typing import Any
 
 from benchmarks import stamps
 from benchmarks.fashion_references import PUBLISHED, PUBLISHED_SOURCE, REFERENCES
-from benchmarks.fashion_state import HERE, WORK, final_trained, progress, recipe_space, study
+from benchmarks.fashion_state import HERE, WORK, final_trained, progress, recipe_space, study, supernet_study
+
+# The fronts in the table: row kind -> the prefix of its rows' names.
+FRONTS = {"nas": "nas trial", "supernet": "supernet subnet"}
 
 
 def measure() -> None:
@@ -26,12 +31,12 @@ def measure() -> None:
     from nas.search.engine.stored import rebuild
 
     space = recipe_space()
-    found = study()
-    final = final_trained(found)
-    by_number = {t.number: t for t in found.trials}
     models: list[tuple[str, Any]] = []
-    for number in sorted(final, key=int):
-        models.append((f"nas trial {number}", rebuild(space, by_number[int(number)].params, 10, 1, float32=True)))
+    for prefix, found in _fronts():
+        by_number = {t.number: t for t in found.trials}
+        for number in sorted(final_trained(found), key=int):
+            params = by_number[int(number)].params
+            models.append((f"{prefix} {number}", rebuild(space, params, 10, 1, float32=True)))
     for name, (build, _) in REFERENCES.items():
         keras.utils.set_random_seed(0)
         models.append((name, build()))
@@ -89,23 +94,32 @@ def measure_together_now(models: list[tuple[str, Any]], space: Any) -> dict[str,
     }
 
 
+def _fronts() -> list[tuple[str, Any]]:
+    """(row name prefix, study) of each front in the table: the `trials` study, then the
+    supernet study of the same seed where it exists."""
+    found = [(FRONTS["nas"], study())]
+    supernet = supernet_study()
+    return found + ([(FRONTS["supernet"], supernet)] if supernet is not None else [])
+
+
 # ---- the report ------------------------------------------------------------------------------------
 
 
 def rows() -> list[dict[str, Any]]:
     """One row per network: test accuracy (after the same final recipe) and throughput (from
-    `measure`, all together), nas' front and the references."""
+    `measure`, all together), nas' fronts and the references."""
     path = WORK / "throughput.json"
     if not path.is_file():
         raise SystemExit("no throughput yet: run `python -m benchmarks.fashion measure` first")
     measured = json.loads(path.read_text())["networks"]
     out = []
-    found = study()
-    for number, f in sorted(final_trained(found).items(), key=lambda item: int(item[0])):
-        name = f"nas trial {number}"
-        if name not in measured:
-            raise SystemExit(f"{name} was final-trained after `measure` ran: run it again")
-        out.append({"name": name, "kind": "nas", "test_accuracy": f["test_accuracy"], **measured[name]})
+    kinds = {prefix: kind for kind, prefix in FRONTS.items()}
+    for prefix, found in _fronts():
+        for number, f in sorted(final_trained(found).items(), key=lambda item: int(item[0])):
+            name = f"{prefix} {number}"
+            if name not in measured:
+                raise SystemExit(f"{name} was final-trained after `measure` ran: run it again")
+            out.append({"name": name, "kind": kinds[prefix], "test_accuracy": f["test_accuracy"], **measured[name]})
     for name in REFERENCES:
         path = WORK / "references" / f"{name}.json"
         if path.is_file() and name in measured:
@@ -130,12 +144,27 @@ def dominated_by(reference: dict[str, Any], front: list[dict[str, Any]]) -> list
     ]
 
 
+def judge(table: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """Each reference's `dominated_by` (by any front's networks), and per front the references
+    it dominates and those it does not."""
+    references = [r for r in table if r["kind"] == "reference"]
+    for r in references:
+        r["dominated_by"] = dominated_by(r, [n for n in table if n["kind"] in FRONTS])
+    verdict = {}
+    for kind in FRONTS:
+        front = [n for n in table if n["kind"] == kind]
+        if front:
+            beaten = [r["name"] for r in references if dominated_by(r, front)]
+            verdict[kind] = {
+                "dominates": beaten,
+                "not_dominated": [r["name"] for r in references if r["name"] not in beaten],
+            }
+    return verdict
+
+
 def report() -> dict[str, Any]:
     table = rows()
-    front = [r for r in table if r["kind"] == "nas"]
-    for r in table:
-        if r["kind"] == "reference":
-            r["dominated_by"] = dominated_by(r, front)
+    verdict = judge(table)
     state = progress()
     search_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "search")
     train_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "train")
@@ -144,6 +173,7 @@ def report() -> dict[str, Any]:
         "commit": stamps.commit(),
         "date": stamps.now(),
         "networks": table,
+        "fronts": verdict,
         "published": PUBLISHED,
         "published_source": PUBLISHED_SOURCE,
         "search_seconds": round(search_s),
@@ -153,6 +183,10 @@ def report() -> dict[str, Any]:
     (HERE / "fashion.json").write_text(json.dumps(result, indent=2) + "\n")
     _plot(table, HERE / "fashion.png")
     print(markdown(result))
+    for kind, figures in verdict.items():
+        print(
+            f"{kind} front: dominates {len(figures['dominates'])}, not {', '.join(figures['not_dominated']) or 'none'}"
+        )
     return result
 
 
@@ -162,7 +196,7 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for r in sorted(result["networks"], key=lambda r: -r["test_accuracy"]):
-        beaten = ", ".join(r.get("dominated_by", [])) or ("-" if r["kind"] == "nas" else "none")
+        beaten = _who(r.get("dominated_by", [])) or ("-" if r["kind"] in FRONTS else "none")
         lines.append(
             f"| {r['name']} | {r['test_accuracy']:.4f} | {r['images_per_s']:,.0f} ({r['low']:,.0f}-{r['high']:,.0f}) "
             f"| {r['params']:,} | {beaten} |"
@@ -177,6 +211,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _who(names: list[str]) -> str:
+    """Dominating networks grouped by front: "trials 1, 26; supernet 240"."""
+    label = {FRONTS["nas"]: "trials", FRONTS["supernet"]: "supernet"}
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        prefix, number = name.rsplit(" ", 1)
+        groups.setdefault(label.get(prefix, prefix), []).append(number)
+    return "; ".join(f"{front} {', '.join(numbers)}" for front, numbers in groups.items())
+
+
 def _plot(table: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -184,8 +228,14 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
+    labels = {
+        "nas": "nas front (trials strategy), final-trained",
+        "supernet": "nas front (supernet strategy), final-trained",
+        "reference": "keras.applications and 2-conv, same recipe",
+    }
     for kind, style in (
         ("nas", {"color": "#d62728", "marker": "o"}),
+        ("supernet", {"color": "#2ca02c", "marker": "^"}),
         ("reference", {"color": "#1f77b4", "marker": "s"}),
     ):
         shown = [r for r in table if r["kind"] == kind]
@@ -197,7 +247,7 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
             xerr=[[r["images_per_s"] - r["low"] for r in shown], [r["high"] - r["images_per_s"] for r in shown]],
             fmt=style["marker"],
             color=style["color"],
-            label="nas front, final-trained" if kind == "nas" else "keras.applications and 2-conv, same recipe",
+            label=labels[kind],
             capsize=3,
         )
     above = 1.0
@@ -217,15 +267,23 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
             )
             above = value
     ax.set_xscale("log")
-    names = [(r["name"].replace("nas trial ", "#"), r["images_per_s"], r["test_accuracy"]) for r in table]
+    short = {FRONTS["nas"] + " ": "#", FRONTS["supernet"] + " ": "s#"}
+    names = [(_shorten(r["name"], short), r["images_per_s"], r["test_accuracy"]) for r in table]
     _label_points(fig, ax, names)
     ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
     ax.set_ylabel("Fashion-MNIST test accuracy")
-    ax.set_title("Fashion-MNIST: nas' front against keras.applications (same final recipe)")
+    ax.set_title("Fashion-MNIST: nas' fronts against keras.applications (same final recipe)")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def _shorten(name: str, short: dict[str, str]) -> str:
+    for prefix, mark in short.items():
+        if name.startswith(prefix):
+            return mark + name.removeprefix(prefix)
+    return name
 
 
 def _label_points(fig: Any, ax: Any, points: list[tuple[str, float, float]]) -> None:

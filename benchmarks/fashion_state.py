@@ -17,6 +17,8 @@ RUNS = REPO / "runs" / "fashion"  # not committed: the search's per-trial weight
 STUDY = "fashion_mnist"
 SPACE = "fashion_mnist"  # the preset
 DATABASE = WORK / "fashion.db"
+SUPERNET_DATABASE = WORK / "supernet" / "supernet.db"  # benchmarks/fashion_supernet.py's studies
+SUPERNET_STUDY = "fashion_supernet_s0"  # the supernet front beside the `trials` one in the table
 SEARCH_SECONDS = 3600
 
 
@@ -47,6 +49,17 @@ def study() -> Any:
     import optuna
 
     return optuna.load_study(study_name=STUDY, storage=f"sqlite:///{DATABASE}")
+
+
+def supernet_study() -> Any | None:
+    """The supernet study of the table's seed, if benchmarks/fashion_supernet.py searched it."""
+    import optuna
+
+    if not SUPERNET_DATABASE.is_file():
+        return None
+    storage = f"sqlite:///{SUPERNET_DATABASE}"
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    return optuna.load_study(study_name=SUPERNET_STUDY, storage=storage) if SUPERNET_STUDY in names else None
 
 
 def final_trained(found: Any) -> dict[str, dict[str, Any]]:

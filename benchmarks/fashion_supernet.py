@@ -40,9 +40,9 @@ import yaml
 from benchmarks import stamps
 from benchmarks.fashion import run_nas
 from benchmarks.fashion_state import REPO, WORK, chunk
+from benchmarks.fashion_state import SUPERNET_DATABASE as DATABASE
 
 HERE = WORK / "supernet"
-DATABASE = HERE / "supernet.db"
 SPACE_FILE = HERE / "space.yaml"
 SEARCH_SECONDS = 3600
 SUBNETS = 40

@@ -47,19 +47,44 @@ def test_a_reference_is_compared_by_the_better_of_its_two_scorings() -> None:
 def test_the_table_lists_every_network_most_accurate_first_with_who_dominates_it() -> None:
     report = benchmark("fashion_report")
     nas_row = _row("nas trial 1", "nas", 0.93, 1200, 1400)
-    beaten = {**_row("mobilenet_v2_0.35", "reference", 0.90, 900, 1100), "dominated_by": ["nas trial 1"]}
+    subnet = _row("supernet subnet 240", "supernet", 0.92, 1200, 1400)
+    dominators = ["nas trial 1", "supernet subnet 240", "nas trial 7"]
+    beaten = {**_row("mobilenet_v2_0.35", "reference", 0.90, 900, 1100), "dominated_by": dominators}
     standing = {**_row("efficientnet_b0", "reference", 0.94, 100, 120), "dominated_by": []}
     text = report.markdown(
-        {"networks": [beaten, nas_row, standing], "published": {"human": 0.835}, "published_source": "README"}
+        {"networks": [beaten, nas_row, standing, subnet], "published": {"human": 0.835}, "published_source": "README"}
     )
     lines = text.splitlines()
-    assert [line.split(" | ")[0] for line in lines[2:5]] == [
+    assert [line.split(" | ")[0] for line in lines[2:6]] == [
         "| efficientnet_b0",
         "| nas trial 1",
+        "| supernet subnet 240",
         "| mobilenet_v2_0.35",
     ]
-    assert lines[2].endswith("| none |") and lines[3].endswith("| - |") and lines[4].endswith("| nas trial 1 |")
+    assert lines[2].endswith("| none |") and lines[3].endswith("| - |") and lines[4].endswith("| - |")
+    # Who dominates a reference, grouped by front.
+    assert lines[5].endswith("| trials 1, 7; supernet 240 |")
     assert "human 0.835" in lines[-1]
+
+
+def test_each_front_is_judged_on_its_own_networks() -> None:
+    report = benchmark("fashion_report")
+    table = [
+        _row("nas trial 1", "nas", 0.93, 1200, 1400),
+        _row("supernet subnet 5", "supernet", 0.91, 3000, 3200),
+        _row("mobilenet_v2_0.35", "reference", 0.90, 900, 1100),  # both fronts dominate it
+        _row("mobilenet_v3_small", "reference", 0.905, 2500, 2700),  # the subnet only: trial 1 is slower
+        _row("efficientnet_b0", "reference", 0.94, 100, 120),  # neither: the most accurate
+    ]
+    verdict = report.judge(table)
+    assert verdict == {
+        "nas": {"dominates": ["mobilenet_v2_0.35"], "not_dominated": ["mobilenet_v3_small", "efficientnet_b0"]},
+        "supernet": {"dominates": ["mobilenet_v2_0.35", "mobilenet_v3_small"], "not_dominated": ["efficientnet_b0"]},
+    }
+    assert table[2]["dominated_by"] == ["nas trial 1", "supernet subnet 5"]
+    assert table[3]["dominated_by"] == ["supernet subnet 5"] and table[4]["dominated_by"] == []
+    # Without a supernet front (not final-trained yet) only the trials front is judged.
+    assert set(report.judge([r for r in table if r["kind"] != "supernet"])) == {"nas"}
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2_0.35", "mobilenet_v3_small_minimalistic", "two_conv_bn"])

@@ -79,6 +79,15 @@ def test_the_supernet_is_timed_against_the_trials_study_of_its_seed(
     names = ["fashion_supernet_s0", "fashion_supernet_s1", "fashion_trials_s1"]
     pieces = [{"piece": name, "started_unix": began} for name in names]
     (here / "progress.json").write_text(json.dumps({"chunks": pieces}))
+    # `measure` timed the trials front and two references together: the front dominates the
+    # slower, less accurate one only.
+    timed = {"trials s0 trial 0": (4100.0, 4000.0, 4200.0), "mobilenet_v2_0.35": (3000.0, 2900.0, 3100.0)}
+    timed |= {"two_conv_bn": (8000.0, 7900.0, 8100.0)}
+    networks = {name: {"images_per_s": v, "low": low, "high": high} for name, (v, low, high) in timed.items()}
+    (here / "throughput.json").write_text(json.dumps({"networks": networks}))
+    (work / "references").mkdir()
+    for name, accuracy in (("mobilenet_v2_0.35", 0.90), ("two_conv_bn", 0.93)):
+        (work / "references" / f"{name}.json").write_text(json.dumps({"test_accuracy": accuracy}))
 
     out = module.compare()["studies"]
     assert set(out) == {"trials s0", "supernet s0", "supernet s1", "trials s1"}
@@ -95,5 +104,8 @@ def test_the_supernet_is_timed_against_the_trials_study_of_its_seed(
 
     assert out["trials s0"]["final_hypervolume"] == round(front_hypervolume([(0.92, 4100.0)]), 5)
     assert out["supernet s0"]["final_hypervolume"] is None
+    assert out["trials s0"]["final_throughput"] == "measured together"
+    assert out["trials s0"]["references"] == {"dominates": ["mobilenet_v2_0.35"], "not_dominated": ["two_conv_bn"]}
+    assert "references" not in out["supernet s0"]
     assert json.loads((here / "endtoend.json").read_text())["studies"] == out
     assert (tmp_path / "hv.png").read_bytes().startswith(b"\x89PNG")
