@@ -57,18 +57,26 @@ def run_nas(args: list[str], seconds: float, artifacts: Path = RUNS / "artifacts
     nas' own resume picks up from there. Returns its exit status (130 or -9 when stopped)."""
     WORK.mkdir(parents=True, exist_ok=True)
     env = os.environ | {"NAS_STORAGE": f"sqlite:///{database}", "NAS_ARTIFACTS": str(artifacts)}
-    process = subprocess.Popen([sys.executable, "-m", "nas", *args], cwd=REPO, env=env)
+    # SIGINT back to its default in the child: a piece started in the background by a shell
+    # without job control (`nohup ... &` in a script) inherits SIGINT ignored, Python then
+    # installs no KeyboardInterrupt handler, and the stop below was ignored: seen as `nas
+    # train` killed 60 s later, mid-epoch (issue 47's supernet s0 training, piece 3).
+    process = subprocess.Popen([sys.executable, "-m", "nas", *args], cwd=REPO, env=env, preexec_fn=_default_sigint)
     try:
         return process.wait(timeout=max(1.0, seconds))
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGINT)  # a search finishes its running trial; a training stops
         try:
-            # A search's last trial may take minutes; `nas train` was seen to train on after
-            # SIGINT, and its checkpoints make a kill safe (atomic writes, resumed at the epoch).
+            # A search's last trial may take minutes; `nas train` stops within a training step,
+            # and its checkpoints make a kill safe anyway (atomic writes, resumed at the epoch).
             return process.wait(timeout=600 if args[0] == "search" else 60)
         except subprocess.TimeoutExpired:
             process.kill()
             return process.wait()
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def search(minutes: float) -> None:

@@ -4,6 +4,10 @@ the published 2-conv network at 28x28)."""
 
 from __future__ import annotations
 
+import signal
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,3 +100,25 @@ def test_the_references_take_the_benchmark_s_images_and_give_ten_classes(name: s
     model = build()
     assert tuple(model.input_shape[1:]) == (size, size, 1) and model.output_shape[-1] == 10
     assert size == (28 if name == "two_conv_bn" else 32)
+
+
+def test_a_piece_stops_its_nas_process_even_when_started_with_sigint_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A piece started by `nohup ... &` from a script inherits SIGINT ignored; the process it
+    # runs must still stop at the piece's SIGINT (not wait out the grace and be killed).
+    fashion = benchmark("fashion")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import time; time.sleep(120)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(fashion.sys, "executable", str(fake))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        started = time.monotonic()
+        code = fashion.run_nas(["train", "nothing"], 1.0, tmp_path / "artifacts", database=tmp_path / "x.db")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # Python ends an uncaught KeyboardInterrupt by SIGINT (nas catches it: 130); not SIGKILL's
+    # -9 after the grace.
+    assert code == -signal.SIGINT
+    assert time.monotonic() - started < 30
