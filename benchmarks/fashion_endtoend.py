@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks import stamps
 from benchmarks.fashion_references import REFERENCES
-from benchmarks.fashion_report import dominated_by, reference_accuracy
+from benchmarks.fashion_report import judge, reference_accuracy
 from benchmarks.fashion_state import DATABASE as TRIALS_DATABASE
 from benchmarks.fashion_state import STUDY as TRIALS_STUDY
 from benchmarks.fashion_state import WORK, final_trained, recipe_space
@@ -91,14 +91,18 @@ def time_to_reach(values: list[float], target: float, step: int = STEP) -> int |
 
 def versus_references(front: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, list[str]]:
     """The references (measured with the front, their test accuracy from benchmarks/fashion.py's
-    runs) the front dominates, and those it does not."""
-    verdict: dict[str, list[str]] = {"dominates": [], "not_dominated": []}
-    for name in REFERENCES:
-        path = WORK / "references" / f"{name}.json"
-        if name in measured and path.is_file():
-            reference = {"test_accuracy": reference_accuracy(json.loads(path.read_text())), **measured[name]}
-            verdict["dominates" if dominated_by(reference, front) else "not_dominated"].append(name)
-    return verdict
+    runs) the front dominates, and those it does not: the proof table's rule (`judge`)."""
+    references = [
+        {
+            "name": name,
+            "kind": "reference",
+            "test_accuracy": reference_accuracy(json.loads(path.read_text())),
+            **measured[name],
+        }
+        for name in REFERENCES
+        if name in measured and (path := WORK / "references" / f"{name}.json").is_file()
+    ]
+    return judge([{**r, "kind": "nas"} for r in front] + references)["nas"]
 
 
 def _progress(database: Path) -> list[dict[str, Any]]:
