@@ -127,8 +127,8 @@ def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbro
     from nas.search.space import space_from_dict
     from nas.search.supernet.train import checkpoint_progress
 
-    # Only kernel and depth elastic: 7 epochs are largest 1, kernel 2-4, depth 5-7.
-    document = _two_stages(epochs=7, schedule="progressive")
+    # Only kernel and depth elastic: 5 epochs are largest 1, kernel 2-3, depth 4-5.
+    document = _two_stages(epochs=5, schedule="progressive")
     model = document["model"]
     model["width_multiplier"] = 1.0
     model["stages"][1].update(expansion=6, se=True)
@@ -140,14 +140,14 @@ def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbro
     whole = _train(space, data, tmp_path / "whole.npz", unbroken)
     whole_history = checkpoint_progress(tmp_path / "whole.npz").history
     phases = [h["phase"] for h in whole_history]
-    assert phases == ["largest"] + ["kernel"] * 3 + ["depth"] * 3
+    assert phases == ["largest"] + ["kernel"] * 2 + ["depth"] * 2
 
     broken: list[bytes] = []
     path = tmp_path / "broken.npz"
     assert _train(space, data, path, broken, kill_after=2) is None  # in the kernel phase
     assert [h["phase"] for h in checkpoint_progress(path).history] == phases[:2]
-    assert _train(space, data, path, broken, kill_after=5) is None  # resumed in it; killed in depth
-    assert [h["phase"] for h in checkpoint_progress(path).history] == phases[:5]
+    assert _train(space, data, path, broken, kill_after=4) is None  # resumed in it; killed in depth
+    assert [h["phase"] for h in checkpoint_progress(path).history] == phases[:4]
     resumed = _train(space, data, path, broken)
     history = checkpoint_progress(path).history
 
