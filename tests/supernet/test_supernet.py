@@ -386,8 +386,15 @@ def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_
     space["final"] = {"epochs": 1, "warmup_epochs": 0, "trials": 1}
     lines: list[str] = []
     storage = f"sqlite:///{tmp_path / 'api.db'}"
+    # Told not to finish (a benchmark's clock), the engine stops after the trials.
+    unfinished = nas.api.search(space, storage=storage, trials=2, finish=False)
+    assert "finetuned" not in unfinished.optuna.user_attrs and "confirmed" not in unfinished.optuna.user_attrs
+    # Run again, its budget already spent, the search only finishes: fine-tuning and confirming
+    # the first run's trials (the supernet is not trained again).
     found = nas.api.search(space, storage=storage, trials=2, on_message=lines.append)
     study = found.optuna
+    assert [t.number for t in study.trials] == [t.number for t in unfinished.optuna.trials]
+    assert not any(line.startswith("supernet:") for line in lines), lines
     front = {str(t.number) for t in study.best_trials}
     # Subnets are not timed at batch 1 unless the space asks (SpaceSpec.search_measure).
     assert [t.user_attrs["hardware"]["latency"] for t in study.trials] == [None, None]
@@ -404,9 +411,6 @@ def test_the_python_api_finishes_a_supernet_search_as_the_command_line_does(tmp_
         final = optuna.load_study(study_name=found.name, storage=storage).user_attrs["final"]["trials"]
         assert [f["recipe"]["start"] for f in final.values()] == [start]
         assert f"from {'inherited weights' if start == 'inherited' else 'scratch'}" in trained.stderr
-    # Told not to finish (a benchmark's clock), the engine stops after the trials.
-    again = nas.api.search(space, storage=storage, study="unfinished", trials=1, finish=False)
-    assert "finetuned" not in again.optuna.user_attrs and "confirmed" not in again.optuna.user_attrs
 
 
 def test_recalibration_reaches_the_batchnorm_of_a_nested_model() -> None:
