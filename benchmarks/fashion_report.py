@@ -250,33 +250,55 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
             label=labels[kind],
             capsize=3,
         )
-    above = 1.0
-    for label, value in sorted(PUBLISHED.items(), key=lambda item: -item[1]):
-        if value > 0.9:
-            ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
-            # Two anchors 0.001 apart (MobileNet 0.950, ResNet18 0.949): the lower one's
-            # label goes under its line so that neither covers the other.
-            ax.annotate(
-                f"{label} {value:.3f}",
-                (0.01, value),
-                xycoords=("axes fraction", "data"),
-                fontsize=6,
-                color="#666666",
-                xytext=(0, -8 if above - value < 0.004 else 2),
-                textcoords="offset points",
-            )
-            above = value
     ax.set_xscale("log")
-    short = {FRONTS["nas"] + " ": "#", FRONTS["supernet"] + " ": "s#"}
-    names = [(_shorten(r["name"], short), r["images_per_s"], r["test_accuracy"]) for r in table]
-    _label_points(fig, ax, names)
     ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
     ax.set_ylabel("Fashion-MNIST test accuracy")
     ax.set_title("Fashion-MNIST: nas' fronts against keras.applications (same final recipe)")
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
+    legend = ax.legend(loc="upper right", fontsize=8)
+    for value in PUBLISHED.values():
+        if value > 0.9:
+            ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
+    fig.tight_layout()  # the axes' final place: every box below is measured in it
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    markers = [_box_around(ax.transData.transform((r["images_per_s"], r["test_accuracy"])), 5) for r in table]
+    bars = [_bar(ax, r) for r in table]  # the intervals' bars, caps included
+    taken = [*markers, *bars, _corners(legend.get_window_extent(renderer))]
+    _label_published(ax, renderer, taken)
+    short = {FRONTS["nas"] + " ": "#", FRONTS["supernet"] + " ": "s#"}
+    names = [(_shorten(r["name"], short), r["images_per_s"], r["test_accuracy"]) for r in table]
+    _label_points(ax, renderer, names, taken)
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def _label_published(ax: Any, renderer: Any, taken: list[tuple[float, ...]]) -> None:
+    """Each published figure's name on its line: at the left end, or at the right end where a
+    marker or the legend lies under the left one (a label over a marker hides the marker)."""
+    above = 1.0
+    for label, value in sorted(PUBLISHED.items(), key=lambda item: -item[1]):
+        if value <= 0.9:
+            continue
+        # Two anchors 0.001 apart (MobileNet 0.950, ResNet18 0.949): the lower one's label goes
+        # under its line so that neither covers the other.
+        dy = -8 if above - value < 0.004 else 2
+        for x, align in ((0.01, "left"), (0.99, "right")):
+            text = ax.annotate(
+                f"{label} {value:.3f}",
+                (x, value),
+                xycoords=("axes fraction", "data"),
+                fontsize=6,
+                color="#666666",
+                xytext=(0, dy),
+                textcoords="offset points",
+                ha=align,
+            )
+            box = _corners(text.get_window_extent(renderer))
+            if align == "right" or not any(_overlap(box, other) for other in taken):
+                break
+            text.remove()
+        taken.append(box)
+        above = value
 
 
 def _shorten(name: str, short: dict[str, str]) -> str:
@@ -286,24 +308,35 @@ def _shorten(name: str, short: dict[str, str]) -> str:
     return name
 
 
-def _label_points(fig: Any, ax: Any, points: list[tuple[str, float, float]]) -> None:
-    """Each point's name beside it, on the first side where it covers no other label or marker
-    (matplotlib places annotations where told; 16 points in a small range collide)."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    centres = [ax.transData.transform((x, y)) for _, x, y in points]
-    taken = [(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
+def _label_points(
+    ax: Any, renderer: Any, points: list[tuple[str, float, float]], taken: list[tuple[float, ...]]
+) -> None:
+    """Each point's name beside it, on the first side where it covers no other label, marker
+    or the legend (matplotlib places annotations where told; 24 points in a small range
+    collide)."""
     sides = [((4, 4), "left"), ((4, -11), "left"), ((-4, 4), "right"), ((-4, -11), "right"), ((4, 12), "left")]
-    for (name, x, y), _ in zip(points, centres, strict=True):
+    for name, x, y in points:
         for offset, align in sides:
             label = ax.annotate(name, (x, y), fontsize=7, textcoords="offset points", xytext=offset, ha=align)
-            box = label.get_window_extent(renderer)
-            corners = (box.x0, box.y0, box.x1, box.y1)
+            corners = _corners(label.get_window_extent(renderer))
             if not any(_overlap(corners, other) for other in taken):
                 break
             if (offset, align) != sides[-1]:
                 label.remove()
         taken.append(corners)
+
+
+def _box_around(centre: Any, half: float) -> tuple[float, ...]:
+    return (centre[0] - half, centre[1] - half, centre[0] + half, centre[1] + half)
+
+
+def _bar(ax: Any, row: dict[str, Any]) -> tuple[float, ...]:
+    (x0, y), (x1, _) = ax.transData.transform([(row["low"], row["test_accuracy"]), (row["high"], row["test_accuracy"])])
+    return (x0 - 1, y - 2, x1 + 1, y + 2)
+
+
+def _corners(box: Any) -> tuple[float, ...]:
+    return (box.x0, box.y0, box.x1, box.y1)
 
 
 def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

@@ -91,6 +91,36 @@ def test_each_front_is_judged_on_its_own_networks() -> None:
     assert set(report.judge([r for r in table if r["kind"] != "supernet"])) == {"nas"}
 
 
+def test_a_published_line_s_label_moves_to_the_right_end_off_a_marker_and_point_labels_avoid_it() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    report = benchmark("fashion_report")
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    ax.set_xscale("log")
+    ax.set_xlim(1000, 20000)
+    ax.set_ylim(0.87, 0.97)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    # A marker at the left end of the 0.934 line, just above it where its label would go.
+    under = report._box_around(ax.transData.transform((1080, 0.9345)), 5)
+    taken = [under]
+    report._label_published(ax, renderer, taken)
+    placed = {t.get_text(): t.get_horizontalalignment() for t in ax.texts}
+    published = {f"{label} {value:.3f}" for label, value in report.PUBLISHED.items() if value > 0.9}
+    assert set(placed) == published
+    moved = [text for text, align in placed.items() if align == "right"]
+    assert moved == ["2 Conv + pooling + BatchNorm 0.934"], placed
+    assert len(taken) == 1 + len(published)  # the labels' boxes, for the points' labels to avoid
+    # A point right under the moved label: its name goes to a side that covers nothing taken.
+    report._label_points(ax, renderer, [("s#1", 15000, 0.9335)], taken)
+    box = report._corners(ax.texts[-1].get_window_extent(renderer))
+    assert not any(report._overlap(box, other) for other in taken[:-1])
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("name", ["mobilenet_v2_0.35", "mobilenet_v3_small_minimalistic", "two_conv_bn"])
 def test_the_references_take_the_benchmark_s_images_and_give_ten_classes(name: str) -> None:
     from nas.search import runtime
