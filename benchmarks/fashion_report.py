@@ -282,22 +282,21 @@ def _label_published(ax: Any, renderer: Any, taken: list[tuple[float, ...]]) -> 
         # Two anchors 0.001 apart (MobileNet 0.950, ResNet18 0.949): the lower one's label goes
         # under its line so that neither covers the other.
         dy = -8 if above - value < 0.004 else 2
-        for x, align in ((0.01, "left"), (0.99, "right")):
-            text = ax.annotate(
-                f"{label} {value:.3f}",
-                (x, value),
+        _first_free(
+            lambda side, text=f"{label} {value:.3f}", value=value, dy=dy: ax.annotate(
+                text,
+                (side[0], value),
                 xycoords=("axes fraction", "data"),
                 fontsize=6,
                 color="#666666",
                 xytext=(0, dy),
                 textcoords="offset points",
-                ha=align,
-            )
-            box = _corners(text.get_window_extent(renderer))
-            if align == "right" or not any(_overlap(box, other) for other in taken):
-                break
-            text.remove()
-        taken.append(box)
+                ha=side[1],
+            ),
+            [(0.01, "left"), (0.99, "right")],
+            renderer,
+            taken,
+        )
         above = value
 
 
@@ -316,14 +315,26 @@ def _label_points(
     collide)."""
     sides = [((4, 4), "left"), ((4, -11), "left"), ((-4, 4), "right"), ((-4, -11), "right"), ((4, 12), "left")]
     for name, x, y in points:
-        for offset, align in sides:
-            label = ax.annotate(name, (x, y), fontsize=7, textcoords="offset points", xytext=offset, ha=align)
-            corners = _corners(label.get_window_extent(renderer))
-            if not any(_overlap(corners, other) for other in taken):
-                break
-            if (offset, align) != sides[-1]:
-                label.remove()
-        taken.append(corners)
+        _first_free(
+            lambda side, name=name, x=x, y=y: ax.annotate(
+                name, (x, y), fontsize=7, textcoords="offset points", xytext=side[0], ha=side[1]
+            ),
+            sides,
+            renderer,
+            taken,
+        )
+
+
+def _first_free(place: Any, sides: list[Any], renderer: Any, taken: list[tuple[float, ...]]) -> None:
+    """The label `place(side)` makes on the first side where it covers nothing in `taken` (on
+    the last side where every one does); its box joins `taken`."""
+    for i, side in enumerate(sides):
+        label = place(side)
+        box = _corners(label.get_window_extent(renderer))
+        if i == len(sides) - 1 or not any(_overlap(box, other) for other in taken):
+            break
+        label.remove()
+    taken.append(box)
 
 
 def _box_around(centre: Any, half: float) -> tuple[float, ...]:
