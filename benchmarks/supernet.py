@@ -169,7 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30, help="supernet epochs (default 30)")
     parser.add_argument("--calibration-batches", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the supernet training's seed (default 0)")
     parser.add_argument("--table", type=Path, default=tables.TABLE)
     parser.add_argument("--finetune-epochs", type=int, default=3, help="epochs per front subnet (default 3)")
     parser.add_argument(
@@ -255,6 +255,7 @@ def main() -> None:
         + (f" --finetune-epochs {args.finetune_epochs}" if args.finetune_epochs != 3 else "")
         + (f" --finetune-learning-rate {args.finetune_learning_rate:g}" if args.finetune_learning_rate else "")
         + (" --sort-channels" if args.sort_channels else "")
+        + (f" --seed {args.seed}" if args.seed else "")
         + (f" --standalone {args.standalone}" if args.standalone else ""),
         "sorted_channels_after_epoch": sort_epoch(args.epochs, args.sort_channels),
         "commit": stamps.commit(),
@@ -262,6 +263,7 @@ def main() -> None:
         "machine": stamps.machine(),
         "table": {"commit": table.header.get("commit"), "rows": len(table.rows)},
         "fixed": fixed,
+        "seed": args.seed,
         "supernet_epochs": args.epochs,
         "supernet_train_s": round(train_s, 1),
         "history": training.history,
