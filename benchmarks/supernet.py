@@ -169,7 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30, help="supernet epochs (default 30)")
     parser.add_argument("--calibration-batches", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0, help="the supernet training's seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the supernet and the fine-tuning (default 0)")
     parser.add_argument("--table", type=Path, default=tables.TABLE)
     parser.add_argument("--finetune-epochs", type=int, default=3, help="epochs per front subnet (default 3)")
     parser.add_argument(
