@@ -82,6 +82,7 @@ def make_space(folder: Path, epochs: int) -> Path:
 
 def run_nas(space: Any, data: Any, sampler: str, seed: int, budget: float, folder: Path) -> list[Point]:
     from nas.search.engine import SearchEvents, SearchOptions, run_search
+    from nas.search.strategies import strategy_for
     from nas.storage import resolve_storage_url
 
     storage = resolve_storage_url(f"sqlite:///{folder / f'nas-{sampler}-{seed}.db'}")
@@ -89,7 +90,7 @@ def run_nas(space: Any, data: Any, sampler: str, seed: int, budget: float, folde
         storage=storage, study_name="compare", trials=100_000, sampler=sampler, seed=seed, timeout=budget
     )
     started = time.time()
-    outcome = run_search(space, options, SearchEvents(), data=data)
+    outcome = run_search(space, options, SearchEvents(), data=data, strategy=strategy_for(space))
     points = []
     for t in outcome.study.trials:
         if t.state.name != "COMPLETE" or t.datetime_complete is None:

@@ -108,8 +108,8 @@ def reference(name: str, minutes: float) -> None:
 
     from nas.search.data import load_dataset
     from nas.search.engine.final import final_data, final_recipe
-    from nas.search.engine.supernet import calibration_batches, evaluate
-    from nas.search.supernet.extract import recalibrate
+    from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
+    from nas.search.strategies.supernet.extract import recalibrate
     from nas.search.training.checkpoint import EpochCheckpoint
     from nas.search.training.train import train_and_evaluate
 
@@ -182,6 +182,6 @@ def reference(name: str, minutes: float) -> None:
 def _middle(space: Any) -> dict[str, Any]:
     """Any one candidate's values: a reference takes only its training knobs (optimizer,
     precision) from it; epochs, rate and batch come from the final recipe."""
-    from nas.search.space.elastic import default_fixed
+    from nas.search.strategies.supernet.elastic import default_fixed
 
     return {name: default_fixed(param) for name, param in space.parameters().items() if param.active({})}

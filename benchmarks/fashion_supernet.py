@@ -135,7 +135,7 @@ def _setup() -> tuple[Any, Any, Any]:
     from nas.search.data import load_dataset
     from nas.search.runtime import import_tensorflow, set_debug
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
+    from nas.search.strategies.supernet.elastic import elastic_space
 
     set_debug(False)
     import_tensorflow()
@@ -195,11 +195,11 @@ def ranking(minutes: float, finetune_epochs: int) -> None:
 
     import keras
 
-    from nas.search.engine.finetune import finetune_rate, finetune_subnet
-    from nas.search.engine.supernet import calibration_batches, evaluate
-    from nas.search.supernet.extract import extract, recalibrate
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.train import load_checkpoint
+    from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
+    from nas.search.strategies.supernet.extract import extract, recalibrate
+    from nas.search.strategies.supernet.finetune import finetune_rate, finetune_subnet
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.train import load_checkpoint
 
     deadline = time.monotonic() + minutes * 60
     space, elastic, data = _setup()

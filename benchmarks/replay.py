@@ -83,7 +83,7 @@ def _space(table: tables.Table, early_stopping: dict[str, Any] | None) -> Search
     if early_stopping:
         document.setdefault("search", {})["early_stopping"] = early_stopping
     space = space_from_dict(document, "the table's space")
-    assert json.loads(space.fingerprint()) == table.header["space"]
+    assert space.matches(table.header["space"])
     return space
 
 
@@ -126,9 +126,7 @@ def replay_nas(
                 joined = JoinedStudy(
                     optuna.load_study(study_name=study.study_name, storage=storage), storage, space, options
                 )
-                run_worker(
-                    joined, Collect(), worker_index=index, keep_going=keep_going, evaluation=lambda _: evaluation
-                )
+                run_worker(joined, Collect(), lambda _: evaluation, worker_index=index, keep_going=keep_going)
             finally:
                 clock.leave()
 

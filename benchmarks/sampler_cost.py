@@ -65,9 +65,9 @@ def measure(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     from nas.search.engine.optuna_private import front_trials
     from nas.search.engine.samplers import make_sampler
     from nas.search.engine.study import counts
-    from nas.search.engine.supernet import fixed_sampler
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.evaluation import fixed_sampler
 
     elastic = elastic_space(space_from_dict(space_document()))
     rng = np.random.default_rng(0)

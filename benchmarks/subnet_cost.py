@@ -38,7 +38,7 @@ def _seconds(work: Callable[[], Any]) -> tuple[float, Any]:
 def eager_accuracy(model: Any, x: np.ndarray, y: np.ndarray) -> float:
     """The scoring nas did before: each batch through the Keras model from Python."""
     from nas.search.data import pipeline
-    from nas.search.engine.halving import SCORE_BATCH
+    from nas.search.strategies.supernet.halving import SCORE_BATCH
 
     correct = 0
     for images, labels in pipeline(x, y, SCORE_BATCH, shuffle_seed=None):
@@ -60,11 +60,11 @@ def main() -> None:
     import keras
     import optuna
 
-    from nas.search.engine.supernet import calibration_batches, evaluate
     from nas.search.hardware import HardwareProfiler
-    from nas.search.supernet.extract import extract, recalibrate
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.train import load_checkpoint
+    from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
+    from nas.search.strategies.supernet.extract import extract, recalibrate
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.train import load_checkpoint
 
     space, elastic, data = _setup()
     largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)

@@ -41,14 +41,14 @@ import yaml
 from benchmarks import stamps
 from benchmarks import table as tables
 from nas.search.data import load_dataset
-from nas.search.engine.finetune import finetune_rate, finetune_subnet
-from nas.search.engine.supernet import calibration_batches, evaluate
 from nas.search.runtime import import_tensorflow, set_debug
 from nas.search.space import space_from_dict
-from nas.search.space.elastic import elastic_space
-from nas.search.supernet.extract import extract, recalibrate
-from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import SupernetTraining, sort_epoch, train_supernet
+from nas.search.strategies.supernet.elastic import elastic_space
+from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
+from nas.search.strategies.supernet.extract import extract, recalibrate
+from nas.search.strategies.supernet.finetune import finetune_rate, finetune_subnet
+from nas.search.strategies.supernet.network import Supernet
+from nas.search.strategies.supernet.train import SupernetTraining, sort_epoch, train_supernet
 
 
 def standalone(table: tables.Table, fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:

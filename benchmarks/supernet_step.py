@@ -32,9 +32,9 @@ def main() -> None:
     from benchmarks.fashion_supernet import space_document
     from nas.search.nets import NetworkPlan, plan_network
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.steps import SandwichStep, draw_sandwich
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.steps import SandwichStep, draw_sandwich
     from nas.search.training.train import make_optimizer
 
     elastic = elastic_space(space_from_dict(space_document()))

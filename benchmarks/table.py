@@ -46,15 +46,16 @@ from optuna.trial import TrialState
 
 from benchmarks import stamps
 from nas.search.deploy import Deployed
+from nas.search.engine import run_search
 from nas.search.engine.evaluation import EpochCallback, TrialWork
 from nas.search.engine.events import SearchEvents, TrialReport
-from nas.search.engine.loop import run_search
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.study import open_study
 from nas.search.hardware import HardwareCost
 from nas.search.hardware.figures import Throughput
 from nas.search.records import TrialAttr
 from nas.search.space import SearchSpace, load_space
+from nas.search.strategies import strategy_for
 from nas.search.training import TrainResult
 from nas.storage import open_storage, resolve_storage_url
 
@@ -142,7 +143,7 @@ def build(
         storage=url, study_name=STUDY, trials=len(configs), sampler="random", seed=0, keep_weights=False
     )
     events = SearchEvents() if quiet else _Progress(len(configs))
-    return run_search(space, options, events).study
+    return run_search(space, options, events, strategy=strategy_for(space)).study
 
 
 def _row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -295,7 +296,9 @@ def fidelity(table: Table, configs: int, seed: int, *, space_path: Path = SPACE)
         )
         rerun = {
             config_key(t.params): _row(t)
-            for t in run_search(space, options, _Progress(configs)).study.get_trials(states=(TrialState.COMPLETE,))
+            for t in run_search(space, options, _Progress(configs), strategy=strategy_for(space)).study.get_trials(
+                states=(TrialState.COMPLETE,)
+            )
         }
     pairs = [(r, rerun[config_key(r["params"])]) for r in chosen if config_key(r["params"]) in rerun]
     return {
@@ -363,6 +366,9 @@ class TableEvaluation:
 
     def peak_flops(self, precision: str) -> tuple[float, str] | None:
         return None
+
+    def start(self) -> None:
+        """The table holds every figure already."""
 
     def worker_attrs(self) -> dict[str, Any]:
         return {"device": "table"}

@@ -171,8 +171,10 @@ def search(
     )
     runtime.import_tensorflow()
     from nas.search.engine import run_search
+    from nas.search.strategies import strategy_for
 
-    outcome = run_search(loaded, options, _Callback(on_trial, on_message), finish=finish)
+    events = _Callback(on_trial, on_message)
+    outcome = run_search(loaded, options, events, strategy=strategy_for(loaded), finish=finish)
     if outcome.stopped_by == StoppedBy.FAILURES:
         raise NasError(f"stopped after {options.max_consecutive_failures} failed trials in a row")
     return Study(options.study_name, url.raw)

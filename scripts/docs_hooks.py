@@ -105,10 +105,10 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 def space_reference() -> str:
     """The reference page: one section per part of the file, a row per key."""
-    from nas.search.space.spec import SpaceSpec
+    from nas.search.space import space_schema
 
     sections: list[str] = []
-    queue: list[tuple[str, type[BaseModel]]] = [("", SpaceSpec)]
+    queue: list[tuple[str, type[BaseModel]]] = [("", space_schema())]
     seen: set[str] = set()
     while queue:
         path, model = queue.pop(0)

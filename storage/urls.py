@@ -70,6 +70,10 @@ def resolve_storage_url(value: str | None) -> StorageURL:
     """Parse and check `value` (or the default); raise NasError with a one-line reason."""
     text = value if value else default_storage_url()
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes of another encoding in argv: SQLAlchemy 2.1 fails quoting them
+        raise NasError("storage URL: it holds bytes that are not UTF-8 text") from None
+    try:
         url = make_url(text)
     except (sqlalchemy.exc.ArgumentError, ValueError):
         # make_url's message repeats the URL, password included; say it in our own words.

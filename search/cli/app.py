@@ -89,12 +89,10 @@ def search(
     """Search SPACE; running it again resumes the study and runs only what is missing."""
     from nas.search import runtime
     from nas.search.engine import SearchOptions
-    from nas.search.hardware.gpus import require_visible_gpus, visible_to_this_process
+    from nas.search.hardware import require_visible_gpus, visible_to_this_process
     from nas.search.space import load_space
-    from nas.search.workers import parse_gpus, plan_workers
-    from nas.search.workers.placement import uncapped_shared_gpus
-    from nas.storage import open_device_profile, resolve_storage_url
-    from nas.storage.weights import check_artifact_root
+    from nas.search.workers import parse_gpus, plan_workers, uncapped_shared_gpus
+    from nas.storage import check_artifact_root, open_device_profile, resolve_storage_url
 
     runtime.set_debug(debug)
     spec = load_space(space)
@@ -152,8 +150,10 @@ def search(
         warn_unused_gpus()
         from nas.search.cli.display import LiveSearchView
         from nas.search.engine import run_search
+        from nas.search.strategies import strategy_for
 
-        single = run_search(spec, options, LiveSearchView(err, objectives))  # after-search steps included
+        # after-search steps included
+        single = run_search(spec, options, LiveSearchView(err, objectives), strategy=strategy_for(spec))
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
     report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)
 
@@ -163,8 +163,7 @@ def _confirm_here(url: StorageURL, name: str, *, cache: bool = True) -> None:
     from dataclasses import replace
 
     from nas.search.cli.display import ConsoleEvents
-    from nas.search.engine import join_study
-    from nas.search.engine.strategy import CONFIRM
+    from nas.search.engine import CONFIRM, join_study
 
     joined = join_study(url, name)
     CONFIRM.run(replace(joined, options=replace(joined.options, cache=cache)), ConsoleEvents(err))

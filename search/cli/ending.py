@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def warn_unused_gpus() -> None:
-    from nas.search.hardware.gpus import check_placed_gpu
+    from nas.search.hardware import check_placed_gpu
 
     if warning := check_placed_gpu():
         err.print(warning, markup=False, highlight=False, soft_wrap=True)

@@ -44,7 +44,7 @@ def finetune_here(
 
     from nas.search.cli.display import ConsoleEvents
     from nas.search.engine import join_study
-    from nas.search.engine.strategy import strategy_for
+    from nas.search.strategies import strategy_for
 
     joined = join_study(url, name)
     if artifacts:

@@ -80,7 +80,6 @@ def show(
     all_params: Annotated[bool, typer.Option("--all", help="List fixed parameters too.")] = False,
 ) -> None:
     """Parameters, domains, conditions and size of SPACE; params and FLOPs of its networks."""
-    from nas.search.engine.strategy import strategy_for
     from nas.search.nets import (
         condition_text,
         fixed_network,
@@ -91,6 +90,7 @@ def show(
         space_size,
     )
     from nas.search.space import load_space
+    from nas.search.strategies import strategy_for
 
     loaded = load_space(space)
     strategy = strategy_for(loaded)
@@ -187,7 +187,7 @@ def show(
 
 
 def _early_stopping(spec: Any) -> dict[str, Any]:
-    from nas.search.engine.early_stopping import rung_epochs
+    from nas.search.engine import rung_epochs
 
     stopping = spec.search.early_stopping
     return {

@@ -52,7 +52,7 @@ def train(
     from nas.search import runtime
     from nas.search.cli.display import StepView
     from nas.search.engine import join_study
-    from nas.search.engine.strategy import strategy_for
+    from nas.search.strategies import strategy_for
     from nas.storage import resolve_storage_url
 
     runtime.set_debug(debug)

@@ -66,10 +66,16 @@ def _worker_interactive(url: StorageURL, study: str, timeout: float | None, recy
     warn_unused_gpus()
     from nas.search.cli.display import LiveSearchView
     from nas.search.engine import run_worker
+    from nas.search.strategies import strategy_for
 
     objectives = list(joined.space.spec.objectives)
+    strategy = strategy_for(joined.space)
     outcome = run_worker(
-        joined, LiveSearchView(err, objectives), worker_index=index, recycle_after=recycle_after or None
+        joined,
+        LiveSearchView(err, objectives),
+        strategy.evaluation,
+        worker_index=index,
+        recycle_after=recycle_after or None,
     )
     report_end(joined.options, outcome.stopped_by, outcome.finished, outcome.budget, show_front=False)
     if outcome.stopped_by == StoppedBy.RECYCLE:
@@ -98,14 +104,16 @@ def _worker_in_pool(
 
         joined = join_study(url, study, timeout)
         runtime.import_tensorflow()
-        from nas.search.hardware.gpus import check_placed_gpu
+        from nas.search.hardware import check_placed_gpu
 
         check_placed_gpu()  # a worker placed on a GPU it cannot see stops here (ERROR to the parent)
         from nas.search.engine import run_worker
+        from nas.search.strategies import strategy_for
 
         outcome = run_worker(
             joined,
             events,
+            strategy_for(joined.space).evaluation,
             worker_index=index,
             recycle_after=recycle_after or None,
             keep_going=lambda: not early_stop and not events.parent_gone and os.getppid() == parent,
@@ -125,15 +133,15 @@ def _finish_in_pool(url: StorageURL, study: str, fd: int | None) -> None:
     pipe like a worker's."""
     from nas.search import runtime
     from nas.search.cli.display import ConsoleEvents
-    from nas.search.engine import SearchEvents, join_study
-    from nas.search.engine.strategy import finish_search
+    from nas.search.engine import SearchEvents, finish_search, join_study
+    from nas.search.strategies import strategy_for
     from nas.search.workers import PipeEvents
 
     events: SearchEvents = ConsoleEvents(err) if fd is None else PipeEvents(fd)
     try:
         joined = join_study(url, study)
         runtime.import_tensorflow()
-        finish_search(joined, events)
+        finish_search(joined, events, strategy_for(joined.space))
     except NasError as exc:
         if not isinstance(events, PipeEvents):
             raise

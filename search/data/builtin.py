@@ -19,8 +19,7 @@ import numpy as np
 from nas.errors import NasError
 from nas.search.data.idx import IMAGES_MAGIC, LABELS_MAGIC, read_idx
 from nas.search.data.sources import Images, to_uint8_images
-from nas.search.space import DatasetSpec
-from nas.search.space.builtin_sets import BUILTIN_SETS
+from nas.search.space import BUILTIN_SETS, DatasetSpec
 
 DEBIAN_ROOT = Path("/usr/share/datasets")
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")

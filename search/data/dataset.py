@@ -28,8 +28,7 @@ from nas.errors import NasError
 from nas.search.data.builtin import Found, locate, read_builtin
 from nas.search.data.sources import Images, list_folder, read_source, to_uint8_images
 from nas.search.runtime import import_tensorflow
-from nas.search.space import DatasetSpec
-from nas.search.space.builtin_sets import BUILTIN_SETS
+from nas.search.space import BUILTIN_SETS, DatasetSpec
 
 log = logging.getLogger("nas")
 

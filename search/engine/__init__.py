@@ -8,8 +8,23 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.engine.collector import freeze_survivors as freeze_survivors
+    from nas.search.engine.early_stopping import rung_epochs as rung_epochs
+    from nas.search.engine.evaluation import EpochCallback as EpochCallback
+    from nas.search.engine.evaluation import Evaluation as Evaluation
+    from nas.search.engine.evaluation import TrialWork as TrialWork
     from nas.search.engine.events import SearchEvents as SearchEvents
     from nas.search.engine.events import TrialReport as TrialReport
+    from nas.search.engine.final import Start as Start
+    from nas.search.engine.final import final_model_file as final_model_file
+    from nas.search.engine.front import confirmed as confirmed
+    from nas.search.engine.front import final_figures as final_figures
+    from nas.search.engine.front import finetuned as finetuned
+    from nas.search.engine.front import noise_aware_front as noise_aware_front
+    from nas.search.engine.front import objective_names as objective_names
+    from nas.search.engine.front import throughput_interval as throughput_interval
+    from nas.search.engine.keras_evaluation import KerasEvaluation as KerasEvaluation
+    from nas.search.engine.keras_evaluation import KerasSetup as KerasSetup
+    from nas.search.engine.keras_evaluation import keras_setup as keras_setup
     from nas.search.engine.liveness import WorkerIdentity as WorkerIdentity
     from nas.search.engine.loop import SearchOutcome as SearchOutcome
     from nas.search.engine.loop import run_search as run_search
@@ -17,16 +32,51 @@ if TYPE_CHECKING:
     from nas.search.engine.options import SearchOptions as SearchOptions
     from nas.search.engine.recovery import recover_orphans as recover_orphans
     from nas.search.engine.samplers import make_sampler as make_sampler
+    from nas.search.engine.stored import converts as converts
+    from nas.search.engine.stored import deploy_as_trial as deploy_as_trial
+    from nas.search.engine.stored import rebuild as rebuild
+    from nas.search.engine.stored import study_space as study_space
+    from nas.search.engine.stored import trial_plans as trial_plans
+    from nas.search.engine.strategy import CONFIRM as CONFIRM
+    from nas.search.engine.strategy import AfterStep as AfterStep
+    from nas.search.engine.strategy import EvaluationContext as EvaluationContext
+    from nas.search.engine.strategy import EvaluationFactory as EvaluationFactory
+    from nas.search.engine.strategy import Strategy as Strategy
+    from nas.search.engine.strategy import ended_normally as ended_normally
+    from nas.search.engine.strategy import finish_search as finish_search
     from nas.search.engine.study import JoinedStudy as JoinedStudy
     from nas.search.engine.study import counts as counts
     from nas.search.engine.study import join_study as join_study
     from nas.search.engine.study import load_existing_study as load_existing_study
     from nas.search.engine.study import prepare_study as prepare_study
     from nas.search.engine.study import restrict_to_device as restrict_to_device
+    from nas.search.engine.study import shared_options as shared_options
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "early_stopping": ["rung_epochs"],
+        "front": [
+            "confirmed",
+            "final_figures",
+            "finetuned",
+            "noise_aware_front",
+            "objective_names",
+            "throughput_interval",
+        ],
+        "final": ["Start", "final_model_file"],
+        "stored": ["converts", "deploy_as_trial", "rebuild", "study_space", "trial_plans"],
+        "keras_evaluation": ["KerasEvaluation", "KerasSetup", "keras_setup"],
+        "evaluation": ["EpochCallback", "Evaluation", "TrialWork"],
+        "strategy": [
+            "AfterStep",
+            "CONFIRM",
+            "EvaluationContext",
+            "EvaluationFactory",
+            "Strategy",
+            "ended_normally",
+            "finish_search",
+        ],
         "collector": ["freeze_survivors"],
         "liveness": ["WorkerIdentity"],
         "options": ["SearchOptions"],
@@ -41,25 +91,54 @@ __getattr__, __dir__ = lazy_exports(
             "load_existing_study",
             "prepare_study",
             "restrict_to_device",
+            "shared_options",
         ],
     },
 )
 
 __all__ = [
+    "CONFIRM",
+    "AfterStep",
+    "EpochCallback",
+    "Evaluation",
+    "EvaluationContext",
+    "EvaluationFactory",
     "JoinedStudy",
+    "KerasEvaluation",
+    "KerasSetup",
     "SearchEvents",
     "SearchOptions",
     "SearchOutcome",
+    "Start",
+    "Strategy",
     "TrialReport",
+    "TrialWork",
     "WorkerIdentity",
+    "confirmed",
+    "converts",
     "counts",
+    "deploy_as_trial",
+    "ended_normally",
+    "final_figures",
+    "final_model_file",
+    "finetuned",
+    "finish_search",
     "freeze_survivors",
     "join_study",
+    "keras_setup",
     "load_existing_study",
     "make_sampler",
+    "noise_aware_front",
+    "objective_names",
     "prepare_study",
+    "rebuild",
     "recover_orphans",
     "restrict_to_device",
     "run_search",
     "run_worker",
+    "rung_epochs",
+    "shared_options",
+    "study_space",
+    "throughput_interval",
+    "trial_plans",
 ]

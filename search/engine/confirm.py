@@ -20,9 +20,13 @@ import optuna
 from nas.errors import NasError
 from nas.search.engine.front import noise_aware_front
 from nas.search.engine.stored import rebuild, study_space
-from nas.search.hardware import HardwareProfiler, architecture_signature, device_label
-from nas.search.hardware.reference import reference_forward
-from nas.search.hardware.timing import measure_together
+from nas.search.hardware import (
+    HardwareProfiler,
+    architecture_signature,
+    device_label,
+    measure_together,
+    reference_forward,
+)
 from nas.search.records import StudyAttr, TrialAttr
 
 CONFIRM_FACTOR = 3

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nas.search.hardware import HardwareCost
     from nas.search.nets import NetworkPlan
     from nas.search.training import TrainResult
-    from nas.storage.weights import WeightStore
+    from nas.storage import WeightStore
 
 PhaseCallback = Callable[[str], None]
 # (epoch from 1, epochs, that epoch's logs: loss and val_accuracy at least). It may raise to
@@ -94,6 +94,11 @@ class Evaluation(Protocol):
     channels: int
     delivery: float | None  # images/s the input pipeline delivers (the input-bound check); None: unknown
     weights: WeightStore | None  # where `save` keeps them (retention deletes there)
+
+    def start(self) -> None:
+        """Work done once before the first trial, when the search runs (a supernet's training);
+        making the evaluation did none."""
+        ...
 
     def worker_attrs(self) -> dict[str, Any]:
         """What this worker's device adds to each trial's `worker` attribute."""

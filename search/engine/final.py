@@ -30,18 +30,12 @@ from nas.search.engine.events import SearchEvents
 from nas.search.engine.front import final_figures, noise_aware_front, objective_names
 from nas.search.engine.stored import candidate_plans, deploy_as_trial, trial_plans
 from nas.search.engine.study import JoinedStudy
-from nas.search.engine.supernet import evaluate
 from nas.search.hardware import HardwareProfiler
 from nas.search.nets import build_plan
 from nas.search.records import StudyAttr
-from nas.search.space import AugmentationSpec, Candidate
-from nas.search.space.spec import FinalSpec
-from nas.search.training import precision_policy, train_compressed
-from nas.search.training.checkpoint import EpochCheckpoint
-from nas.search.training.train import train_and_evaluate
-from nas.storage import study_lock
-from nas.storage.paths import own_folder, safe_name
-from nas.storage.weights import default_artifact_root, sha256_file
+from nas.search.space import AugmentationSpec, Candidate, FinalSpec
+from nas.search.training import EpochCheckpoint, evaluate, precision_policy, train_and_evaluate, train_compressed
+from nas.storage import default_artifact_root, own_folder, safe_name, sha256_file, study_lock
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ from nas.search.records import StudyAttr, TrialAttr
 from nas.search.runtime import import_tensorflow, placement_attr
 from nas.search.space import SearchSpace
 from nas.search.training import TrainResult, precision_policy, sparsity_report, train_compressed
-from nas.storage import MeasurementCache
-from nas.storage.weights import WeightStore, default_artifact_root
+from nas.storage import MeasurementCache, WeightStore, default_artifact_root
 
 if TYPE_CHECKING:
     from nas.search.engine.strategy import EvaluationContext
@@ -74,6 +73,9 @@ class KerasEvaluation:
         self.keeps_weights = setup.weights is not None
         self.num_classes, self.channels = setup.data.num_classes, setup.data.channels
         self.delivery: float | None = setup.delivery
+
+    def start(self) -> None:
+        """Nothing to do before the first trial: each trains its own network."""
 
     def worker_attrs(self) -> dict[str, Any]:
         return placement_attr(import_tensorflow())

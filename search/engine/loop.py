@@ -26,15 +26,13 @@ from nas.search.engine.optuna_private import front_trials, trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.samplers import make_sampler, worker_sampler
-from nas.search.engine.strategy import EvaluationContext, EvaluationFactory, ended_normally, finish_search, strategy_for
+from nas.search.engine.strategy import EvaluationContext, EvaluationFactory, Strategy, ended_normally, finish_search
 from nas.search.engine.study import JoinedStudy, counts, prepare_study, restrict_to_device
 from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import describe_device
 from nas.search.records import StoppedBy, TrialAttr
 from nas.search.space import SearchSpace
-from nas.storage import study_lock, with_lock_retries
-from nas.storage.engine import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
-from nas.storage.weights import WeightStore
+from nas.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, WeightStore, study_lock, with_lock_retries
 
 # How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
 # again: to finish promptly, and to take over the trial of a worker that died.
@@ -57,36 +55,40 @@ def run_search(
     events: SearchEvents,
     data: Dataset | None = None,
     *,
+    strategy: Strategy,
     evaluation: EvaluationFactory | None = None,
     finish: bool = True,
 ) -> SearchOutcome:
     """The engine's one entry (`nas search`, `nas.api.search`, the benchmarks): create or
     resume the study, run it to its budget in this process, then, if it ended normally, the
-    strategy's after-search steps (`finish=False` skips them). `data` replaces the space's
-    dataset (Python callers); `evaluation` replaces the strategy's (a tabulated benchmark)."""
+    strategy's after-search steps (`finish=False` skips them). The caller hands the strategy
+    (the registry's, for the space: `nas.search.strategies.strategy_for`). `data` replaces the
+    space's dataset (Python callers); `evaluation` replaces the strategy's (a tabulated benchmark)."""
     # Everything that can reject the input is checked before the database is touched.
     make_sampler(options.sampler, options.seed)
     device_space = _for_this_device(space, events)
     if data is None:
         data = load_dataset(space.spec.dataset, warn=events.message)  # bad data: nothing written yet
     storage, study = prepare_study(space, options, events)
-    outcome = _work(study, storage, device_space, options, events, data=data, evaluation=evaluation)
+    make = evaluation or strategy.evaluation
+    outcome = _work(study, storage, device_space, options, events, make, data=data)
     if finish and ended_normally(outcome.stopped_by):
-        finish_search(JoinedStudy(study, storage, space, options), events)
+        finish_search(JoinedStudy(study, storage, space, options), events, strategy)
     return outcome
 
 
 def run_worker(
     joined: JoinedStudy,
     events: SearchEvents,
+    evaluation: EvaluationFactory,
     *,
     worker_index: int,
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
-    evaluation: EvaluationFactory | None = None,
 ) -> SearchOutcome:
     """Join a study prepared elsewhere and run its trials until the budget is complete (or
-    `keep_going` says stop); `evaluation` replaces the strategy's (a tabulated benchmark)."""
+    `keep_going` says stop); `evaluation` is the strategy's (`strategy.evaluation`) or a
+    tabulated benchmark's."""
     device_space = _for_this_device(joined.space, events)
     return _work(
         joined.study,
@@ -94,7 +96,7 @@ def run_worker(
         device_space,
         joined.options,
         events,
-        evaluation=evaluation,
+        evaluation,
         worker_index=worker_index,
         recycle_after=recycle_after,
         keep_going=keep_going,
@@ -116,9 +118,9 @@ def _work(
     space: SearchSpace,
     options: SearchOptions,
     events: SearchEvents,
+    evaluation: EvaluationFactory,
     *,
     data: Dataset | None = None,
-    evaluation: EvaluationFactory | None = None,
     worker_index: int = 0,
     recycle_after: int | None = None,
     keep_going: Callable[[], bool] = lambda: True,
@@ -130,11 +132,11 @@ def _work(
         events.stop()
         return SearchOutcome(study, complete, options.trials, 0, 0, StoppedBy.BUDGET)
 
-    # --timeout counts from here: a supernet's training, which the evaluation does first, is
+    # --timeout counts from here: a supernet's training, which the evaluation's start does, is
     # part of the search's time (`epochs: auto` fits it in a share of the timeout).
     started = time.monotonic()
-    context = EvaluationContext(study, storage, space, options, events, data)
-    made = (evaluation or strategy_for(space).evaluation)(context)
+    made = evaluation(EvaluationContext(study, storage, space, options, events, data))
+    made.start()
     runner = TrialRunner(
         space,
         made,

@@ -18,10 +18,8 @@ from nas.search.engine.recovery import recover_orphans
 from nas.search.engine.samplers import make_sampler
 from nas.search.hardware import device_label, unsupported_precisions
 from nas.search.records import StudyAttr
-from nas.search.space import SearchSpace, space_from_dict
-from nas.storage import StorageURL, open_storage
-from nas.storage.engine import GRACE_PERIOD_S
-from nas.storage.weights import check_artifact_root
+from nas.search.space import SearchSpace, space_from_dict, stored_strategy
+from nas.storage import GRACE_PERIOD_S, StorageURL, check_artifact_root, open_storage
 
 
 def counts(study: optuna.Study) -> tuple[int, int]:
@@ -50,13 +48,13 @@ def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: st
     stored = study.user_attrs.get(StudyAttr.SPACE)
     if stored is None:
         raise NasError(f"study '{name}' exists but was not created by nas; choose another {{study}} name")
-    was, now = stored.get("search", {}).get("strategy", "trials"), space.spec.search.strategy
+    was, now = stored_strategy(stored), space.spec.search.strategy
     if was != now:
         raise NasError(
             f"study '{name}' was searched with search.strategy {was}, not {now}; "
             "use {study} NEW_NAME for the other strategy"
         )
-    if json.dumps(stored, sort_keys=True) != space.fingerprint():
+    if not space.matches(stored):
         raise NasError(
             f"study '{name}' was created from a different space "
             f"(from {study.user_attrs.get('space_source')}); use {{study}} NEW_NAME for the changed space"

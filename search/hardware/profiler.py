@@ -20,8 +20,7 @@ from nas.search.hardware.peaks import data_sheet_peak
 from nas.search.hardware.reference import REFERENCE_SHAPE, REFERENCE_VERSION, reference_forward, reference_model
 from nas.search.hardware.timing import measure_latency, measure_matmul_peak, measure_throughput
 from nas.search.space import MeasureSpec
-from nas.storage import CacheKey, MeasurementCache, open_device_profile
-from nas.storage.profile import ENV_VAR
+from nas.storage import ENV_VAR, CacheKey, MeasurementCache, open_device_profile
 
 
 def architecture_signature(model: keras.Model) -> str:

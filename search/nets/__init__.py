@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from nas.search.nets.channels import pruned_plan as pruned_plan
     from nas.search.nets.channels import transfer as transfer
     from nas.search.nets.constraints import static_constraints as static_constraints
+    from nas.search.nets.plan import BN_EPSILON as BN_EPSILON
+    from nas.search.nets.plan import BN_MOMENTUM as BN_MOMENTUM
+    from nas.search.nets.plan import HEAD_HIDDEN as HEAD_HIDDEN
+    from nas.search.nets.plan import LOGITS as LOGITS
+    from nas.search.nets.plan import RESIZE as RESIZE
     from nas.search.nets.plan import BlockPlan as BlockPlan
     from nas.search.nets.plan import ChannelGroup as ChannelGroup
+    from nas.search.nets.plan import ConvBN as ConvBN
     from nas.search.nets.plan import NetworkPlan as NetworkPlan
     from nas.search.nets.plan import layer_kind as layer_kind
     from nas.search.nets.plan import make_divisible as make_divisible
@@ -35,7 +41,20 @@ __getattr__, __dir__ = lazy_exports(
         "build": ["build_model", "build_plan", "count_flops"],
         "channels": ["deployed_plan", "pruned_plan", "transfer"],
         "constraints": ["static_constraints"],
-        "plan": ["BlockPlan", "ChannelGroup", "NetworkPlan", "layer_kind", "make_divisible", "plan_network"],
+        "plan": [
+            "BN_EPSILON",
+            "BN_MOMENTUM",
+            "BlockPlan",
+            "ChannelGroup",
+            "ConvBN",
+            "HEAD_HIDDEN",
+            "LOGITS",
+            "NetworkPlan",
+            "RESIZE",
+            "layer_kind",
+            "make_divisible",
+            "plan_network",
+        ],
         "survey": [
             "condition_text",
             "fixed_network",
@@ -51,8 +70,14 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "BN_EPSILON",
+    "BN_MOMENTUM",
+    "HEAD_HIDDEN",
+    "LOGITS",
+    "RESIZE",
     "BlockPlan",
     "ChannelGroup",
+    "ConvBN",
     "NetworkPlan",
     "build_model",
     "build_plan",

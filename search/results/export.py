@@ -25,18 +25,34 @@ from nas.errors import ConversionError, NasError
 from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
-from nas.search.engine import load_existing_study
-from nas.search.engine.final import final_model_file
-from nas.search.engine.front import final_figures, finetuned, objective_names, throughput_interval
-from nas.search.engine.stored import rebuild, study_space, trial_plans
-from nas.search.engine.study import shared_options
+from nas.search.engine import (
+    final_figures,
+    final_model_file,
+    finetuned,
+    load_existing_study,
+    objective_names,
+    rebuild,
+    shared_options,
+    study_space,
+    throughput_interval,
+    trial_plans,
+)
 from nas.search.nets import build_plan
 from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace
 from nas.search.training import precision_policy, train_compressed
-from nas.storage import StorageURL, contained, open_storage, safe_name, trial_number
-from nas.storage.weights import StoredWeights, WeightStore, default_artifact_root, sha256_file
+from nas.storage import (
+    StorageURL,
+    StoredWeights,
+    WeightStore,
+    contained,
+    default_artifact_root,
+    open_storage,
+    safe_name,
+    sha256_file,
+    trial_number,
+)
 
 MIN_AGREEMENT = 0.99  # float formats: top-1 agreement with the Keras model
 MAX_DROP = 0.02  # quantized formats: accuracy drop against the Keras model

@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from nas.search.engine.front import (
+from nas.search.engine import (
     confirmed,
     final_figures,
     finetuned,
@@ -27,7 +27,7 @@ from nas.search.engine.front import (
     objective_names,
     throughput_interval,
 )
-from nas.search.hardware.intervals import overlap
+from nas.search.hardware import overlap
 from nas.search.records import TrialAttr
 
 

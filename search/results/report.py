@@ -24,7 +24,7 @@ from optuna.visualization import plot_param_importances
 from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
-from nas.search.engine.front import final_figures, noise_aware_front, objective_names, throughput_interval
+from nas.search.engine import final_figures, noise_aware_front, objective_names, throughput_interval
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 from nas.search.results.summaries import stopped_early_line

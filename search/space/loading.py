@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from nas.errors import NasError
 from nas.search.space.candidate import Candidate, StagePlan
 from nas.search.space.params import short, shown
+from nas.search.space.schema import space_schema
 from nas.search.space.searchspace import SearchSpace
 from nas.search.space.spec import (
     OBJECTIVES,
@@ -30,7 +31,7 @@ from nas.search.space.spec import (
     TFRecordSpec,
     TrainingSpec,
 )
-from nas.search.space.strategies import rules_for
+from nas.search.strategies import space_part
 
 # The schema's names stay importable from here, where the rest of the package looks for them.
 __all__ = [
@@ -154,11 +155,11 @@ def space_from_dict(data: Any, source: str = "<dict>") -> SearchSpace:
     if problem := _not_plain(data):
         raise NasError(f"{source}: {problem}")
     try:
-        space = SearchSpace(SpaceSpec.model_validate(data), source, data)
+        space = SearchSpace(space_schema().model_validate(data), source, data)
     except ValidationError as exc:
         raise NasError(f"{source}: {format_validation_error(exc)}") from None
     try:
-        rules_for(space.spec.search).check(space)
+        space_part(space.spec.search.strategy).check(space)
     except NasError as exc:
         raise NasError(f"{source}: {exc}") from None
     return space

@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 
 from nas.errors import NasError
+from nas.search import strategies
 from nas.search.space.candidate import Candidate, StagePlan
 from nas.search.space.compression_spec import COMPRESSION_DEFAULTS
 from nas.search.space.families import FAMILIES
@@ -20,7 +21,6 @@ from nas.search.space.spec import (
     TRAINING_DEFAULTS,
     SpaceSpec,
 )
-from nas.search.space.strategies import rules_for
 
 
 class SearchSpace:
@@ -238,8 +238,8 @@ class SearchSpace:
 
     def fingerprint(self) -> str:
         """What must not change under a running study: everything but `name` and the search's
-        budget and sampler; the strategy and the supernet's settings are in it, since a
-        supernet study's trials are scored by weights those settings trained."""
+        budget and sampler; the strategy and its settings are in it, since a supernet study's
+        trials are scored by weights those settings trained."""
         # Defaults left out: a later version that adds a knob with a default does not make
         # every existing study look changed (a `trials` study's fingerprint has no `search`).
         # `final` acts after the search (nas train), like the search's own budget and sampler.
@@ -256,9 +256,46 @@ class SearchSpace:
         if stride.fixed and "stem_stride" in data["model"]:
             # A fixed stride was a plain number before it became searchable: studies made then resume.
             data["model"]["stem_stride"] = stride.value
-        if (search := rules_for(self.spec.search).fingerprint(self.spec.search)) is not None:
+        if search := self._search_fingerprint():
             data["search"] = search
         return json.dumps(_plain(data), sort_keys=True)
+
+    def _search_fingerprint(self) -> dict[str, Any]:
+        """The strategy and its settings away from their defaults (the rest of `search:` is the
+        budget and the sampler, which may change)."""
+        name = self.spec.search.strategy
+        part = strategies.space_part(name)
+        data: dict[str, Any] = {} if name == strategies.DEFAULT else {"strategy": name}
+        if part.schema is not None and (settings := part.fingerprint(part.of(self.spec.search))):
+            data[name] = settings
+        return data
+
+    def matches(self, stored: dict[str, Any]) -> bool:
+        """Whether a fingerprint a study (or a supernet's checkpoint) stored is this space's.
+        Older versions kept some strategy settings at their defaults: read in today's form."""
+        return json.dumps(normalised(stored), sort_keys=True) == self.fingerprint()
+
+
+def stored_strategy(stored: dict[str, Any]) -> str:
+    """The strategy a stored fingerprint was searched with."""
+    name: str = stored.get("search", {}).get("strategy", strategies.DEFAULT)
+    return name
+
+
+def normalised(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored fingerprint in today's form: every part of the space keeps only what differs
+    from its defaults, the strategy's settings included (`StrategySettings.normalised`)."""
+    search = dict(stored.get("search") or {})
+    name = search.pop("strategy", strategies.DEFAULT)
+    out = {k: v for k, v in stored.items() if k != "search"}
+    if name not in strategies.REGISTRY:
+        out["search"] = {"strategy": name, **search}  # matches nothing today: refused as changed
+        return out
+    settings = strategies.space_part(name).normalised(search.pop(name, None) or {})
+    part = ({} if name == strategies.DEFAULT else {"strategy": name}) | ({name: settings} if settings else {})
+    if part or search:
+        out["search"] = part | search
+    return out
 
 
 def _plain(value: Any) -> Any:

@@ -1,10 +1,10 @@
 """The space file's schema (pydantic): dataset, training, measurement, compute, constraints,
-search and objectives; the model, compression and supernet parts live in model_spec,
-compression_spec and supernet_spec."""
+search and objectives; the model and compression parts live in model_spec and
+compression_spec, each strategy's settings in its package (added by schema.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -14,8 +14,8 @@ from nas.search.space.builtin_sets import BUILTIN_SETS
 from nas.search.space.compression_spec import CompressionSpec
 from nas.search.space.model_spec import ModelSpec, check_scope
 from nas.search.space.params import Check, Kind, Param, between, one_of, shown
-from nas.search.space.supernet_spec import SupernetSpec
 from nas.search.space.units import parse_bytes, parse_count
+from nas.search.strategies import space_part
 
 # NumPy's and scikit-learn's seeds are unsigned 32-bit; another one fails only once a search runs.
 MAX_SEED = 2**32 - 1
@@ -297,10 +297,14 @@ class SearchSpec(Spec):
     early_stopping: EarlyStoppingSpec = Field(
         EarlyStoppingSpec(), description="stop hopeless trials at rungs (off by default)"
     )
-    strategy: Literal["trials", "supernet"] = Field(
-        "trials", description="trials: every candidate trained from scratch; supernet: one weight-sharing training"
-    )
-    supernet: SupernetSpec = Field(SupernetSpec(), description="settings of strategy: supernet")
+    # The registered names, and each strategy's settings under its own name (`search.supernet:`),
+    # are added by space_schema (schema.py) from the strategies' registry.
+    strategy: str = Field("trials", description="the strategy that scores candidates")
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """A strategy's settings (typed by the strategy's own accessor)."""
 
 
 class FinalSpec(Spec):
@@ -384,7 +388,8 @@ class SpaceSpec(Spec):
         """`measure:` as the search applies it: an unset `latency` resolved for the strategy."""
         if self.measure.latency is not None:
             return self.measure
-        return self.measure.model_copy(update={"latency": self.search.strategy != "supernet"})
+        latency = space_part(self.search.strategy).measures_latency
+        return self.measure.model_copy(update={"latency": latency})
 
     @model_validator(mode="after")
     def _classes_agree(self) -> SpaceSpec:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Images per batch when a trained model is scored on held-out images (scoring.py); halving
+# rounds its subsets to whole batches of it.
+SCORE_BATCH = 256
+
 
 @dataclass(frozen=True)
 class TrainResult:

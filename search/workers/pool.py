@@ -31,17 +31,18 @@ from nas.search.engine import (
     SearchEvents,
     SearchOptions,
     counts,
+    ended_normally,
     make_sampler,
     prepare_study,
     recover_orphans,
     restrict_to_device,
 )
-from nas.search.engine.strategy import ended_normally, strategy_for
 from nas.search.records import PipeEvent, StoppedBy
 from nas.search.space import SearchSpace
+from nas.search.strategies import strategy_for
 from nas.search.workers.placement import Placement
-from nas.storage.engine import GRACE_PERIOD_S
-from nas.storage.profile import ENV_VAR as PROFILE_ENV
+from nas.storage import ENV_VAR as PROFILE_ENV
+from nas.storage import GRACE_PERIOD_S
 
 # A slot whose worker dies this many times in a row without finishing a trial is given up:
 # something is wrong with the machine or the space, and restarting would loop forever.

@@ -31,8 +31,10 @@ LEVELS = {
     "nas.search.training": 5,
     "nas.search.hardware": 5,
     "nas.search.deploy": 5,
-    "nas.search.supernet": 5.5,  # uses nets, data and training; the engine uses it
     "nas.search.engine": 6,
+    # A strategy's engine part: above the engine, which is handed it (its space part, the
+    # registry and each strategy's settings, is in the space's room: SPACE_PART below).
+    "nas.search.strategies": 6.5,
     "nas.search.results": 7,
     "nas.search.workers": 7,
     "nas.search.cli": 8,
@@ -57,7 +59,10 @@ TF_FREE_ROOMS = (
     "nas.search.workers",
 )
 TF_FREE_MODULES = (
-    "nas.search.space.elastic",
+    "nas.search.strategies.supernet.strategy",
+    "nas.search.strategies.supernet.halving",
+    "nas.search.strategies.supernet.budget",
+    "nas.search.strategies.trials.strategy",
     "nas.search.nets.plan",
     "nas.search.nets.constraints",
     "nas.search.nets.survey",
@@ -70,7 +75,6 @@ TF_FREE_MODULES = (
     "nas.search.deploy.deployed",
     "nas.search.training.result",
     "nas.search.engine.front",
-    "nas.search.engine.halving",
     "nas.search.engine.events",
     "nas.search.engine.liveness",
     "nas.search.engine.recovery",
@@ -99,7 +103,10 @@ MODULES = _modules()
 
 
 def room(module: str) -> str | None:
-    """The longest LEVELS key that is the module or a package above it."""
+    """The longest LEVELS key that is the module or a package above it; a strategy's space part
+    is in the space's room."""
+    if module in SPACE_PART:
+        return "nas.search.space"
     best = None
     for key in LEVELS:
         if (module == key or module.startswith(key + ".")) and (best is None or len(key) > len(best)):
@@ -157,6 +164,36 @@ def _imports(module: str, *, top_level_only: bool) -> list[tuple[int, str]]:
     return out
 
 
+STRATEGIES = "nas.search.strategies"
+
+
+def _space_part() -> set[str]:
+    """The strategies' registry, each registered strategy's package and `settings` module, and
+    every module of the strategies' folder these import: what the space loader reaches
+    (`nas.search.strategies.space_part`). The registry names its packages as strings."""
+    registry = ast.parse(MODULES[STRATEGIES].read_text(encoding="utf-8"))
+    packages = [
+        value.value
+        for node in ast.walk(registry)
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "REGISTRY"
+        for value in getattr(node.value, "values", [])
+        if isinstance(value, ast.Constant)
+    ]
+    assert packages, "no REGISTRY found in nas.search.strategies"
+    part: set[str] = set()
+    todo = [STRATEGIES, *packages, *(f"{p}.settings" for p in packages)]
+    while todo:
+        current = todo.pop()
+        if current in part or current not in MODULES:
+            continue
+        part.add(current)
+        todo.extend(t for _, t in _imports(current, top_level_only=False) if t.startswith(STRATEGIES + "."))
+    return part
+
+
+SPACE_PART = _space_part()
+
+
 def test_every_module_belongs_to_a_room() -> None:
     assert not [m for m in MODULES if room(m) is None]
 
@@ -174,6 +211,25 @@ def test_imports_go_down(module: str) -> None:
         if LEVELS[theirs] >= LEVELS[mine]:
             upward.append(f"line {line}: {target} ({theirs}, level {LEVELS[theirs]})")
     assert not upward, f"{module} ({mine}, level {LEVELS[mine]}) imports upward or sideways: {upward}"
+
+
+def test_the_space_part_of_each_strategy_is_there() -> None:
+    expected = {f"{STRATEGIES}.trials.settings", f"{STRATEGIES}.supernet.settings", f"{STRATEGIES}.supernet.elastic"}
+    assert expected <= SPACE_PART
+    assert f"{STRATEGIES}.supernet.strategy" not in SPACE_PART
+
+
+def test_the_engine_imports_no_strategy() -> None:
+    """Nothing below the strategies' engine parts reaches the strategies, the registry included,
+    but the space (whose room holds the registry): the engine is handed its strategy."""
+    offenders = [
+        f"{m} line {line}: {t}"
+        for m in MODULES
+        if (mine := room(m)) not in (None, "nas.search.space") and LEVELS[mine] < LEVELS[STRATEGIES]
+        for line, t in _imports(m, top_level_only=False)
+        if t.startswith(STRATEGIES)
+    ]
+    assert not offenders
 
 
 def test_storage_knows_nothing_of_search() -> None:
@@ -204,7 +260,7 @@ def _loads_at_import(module: str) -> set[str]:
     return seen
 
 
-TF_FREE = sorted(m for m in MODULES if m.startswith(TF_FREE_ROOMS) or m in TF_FREE_MODULES)
+TF_FREE = sorted(m for m in MODULES if m.startswith(TF_FREE_ROOMS) or m in TF_FREE_MODULES or m in SPACE_PART)
 
 
 @pytest.mark.parametrize("module", TF_FREE)

@@ -62,3 +62,32 @@ def test_each_exported_name_loads_from_its_room(room: str) -> None:
     _, mapped, _ = _lists(room)
     for name in mapped:
         assert getattr(package, name) is not None, (room, name)
+
+
+def test_code_outside_a_room_imports_it_through_its_surface() -> None:
+    """In the package (search/, storage/, nas/), an import from another room names the room's
+    `__init__`, never one of its modules: `from nas.search.engine import run_search`. A
+    strategy's package is one unit (its engine part imports its own space part), and the
+    one-module rooms (`records`, `runtime`, `nas.errors`) are their own surface. Tests and
+    benchmarks may reach in: they test and measure modules."""
+    from .test_layering import LEVELS, MODULES, room
+
+    def unit(module: str) -> str | None:
+        package = ".".join(module.split(".")[:4])
+        if module.startswith("nas.search.strategies.") and MODULES[package].name == "__init__.py":
+            return package
+        return room(module)
+
+    offenders = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            target = node.module
+            if target not in MODULES or target in LEVELS or MODULES[target].name == "__init__.py":
+                continue  # a room's surface, a one-module room, or not ours
+            if room(target) == "nas":
+                continue  # the root package's own helpers (nas._lazy)
+            if unit(target) != unit(module):
+                offenders.append(f"{module} line {node.lineno}: {target}")
+    assert not offenders, "imports that reach into another room's module:\n" + "\n".join(offenders)

@@ -13,7 +13,7 @@ from .package import benchmark
 
 def test_the_subnets_are_distinct_and_spread_from_the_cheapest_to_the_costliest() -> None:
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
+    from nas.search.strategies.supernet.elastic import elastic_space
 
     module = benchmark("fashion_supernet")
     elastic = elastic_space(space_from_dict(module.space_document()))

@@ -63,11 +63,10 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     search and the export cut off before they would start."""
     import typer
 
-    from nas.search import engine, results, runtime, workers
+    from nas.search import engine, hardware, results, runtime, workers
     from nas.search.cli import app
-    from nas.search.hardware import gpus
 
-    def run_search(space: Any, options: Any, events: Any) -> None:
+    def run_search(space: Any, options: Any, events: Any, **_: Any) -> None:
         from nas.search.engine.samplers import make_sampler
 
         make_sampler(options.sampler, options.seed)  # as the real one, before it writes
@@ -78,9 +77,9 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr(runtime, "import_tensorflow", lambda *args, **kwargs: None)
     # Without TensorFlow there is no GPU to ask about: a single search checks right after the import.
-    monkeypatch.setattr(gpus, "check_placed_gpu", lambda: None)
+    monkeypatch.setitem(vars(hardware), "check_placed_gpu", lambda: None)
     # Asking TensorFlow which GPUs it sees is the first thing a pool on GPUs starts.
-    monkeypatch.setattr(gpus, "require_visible_gpus", stop)
+    monkeypatch.setitem(vars(hardware), "require_visible_gpus", stop)
     # Set in the lazy surfaces' namespaces: the modules behind them load TensorFlow.
     monkeypatch.setitem(vars(engine), "run_search", run_search)
     monkeypatch.setitem(vars(workers), "WorkerPool", stop)

@@ -20,6 +20,7 @@ import keras
 from nas.search.data import Dataset, load_dataset
 from nas.search.engine import SearchEvents, SearchOptions, collector, keras_evaluation, loop, run_search
 from nas.search.space import load_space
+from nas.search.strategies import strategy_for
 from nas.storage import resolve_storage_url
 
 
@@ -82,7 +83,7 @@ def test_a_failed_trials_model_is_freed_and_the_loop_freezes_after_every_trial(
         seed=0,
         max_consecutive_failures=2,
     )
-    outcome = run_search(space, options, SearchEvents(), data=bad)
+    outcome = run_search(space, options, SearchEvents(), data=bad, strategy=strategy_for(space))
     assert outcome.failed == 2 and models
     assert len(freezes) == 1 + 2  # once at start-up, then after each trial
     assert [ref() for ref in models] == [None] * len(models), "a failed trial's model outlived the trial"

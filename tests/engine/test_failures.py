@@ -19,6 +19,7 @@ from nas.search.engine import (
     run_search,
 )
 from nas.search.space import load_space
+from nas.search.strategies import strategy_for
 from nas.storage import resolve_storage_url
 
 
@@ -36,7 +37,7 @@ def test_failing_trials_are_recorded_and_the_search_stops_after_a_run_of_them(tm
         seed=0,
         max_consecutive_failures=2,
     )
-    outcome = run_search(space, options, SearchEvents(), data=bad)
+    outcome = run_search(space, options, SearchEvents(), data=bad, strategy=strategy_for(space))
     assert outcome.stopped_by == "failures"
     assert (outcome.finished, outcome.failed) == (0, 2)
     trials = outcome.study.trials
@@ -48,5 +49,5 @@ def test_failing_trials_are_recorded_and_the_search_stops_after_a_run_of_them(tm
 
     # The same study continues with good data: failures do not count against the budget.
     options = SearchOptions(**{**options.__dict__, "trials": 1})
-    outcome = run_search(space, options, SearchEvents(), data=good)
+    outcome = run_search(space, options, SearchEvents(), data=good, strategy=strategy_for(space))
     assert outcome.stopped_by == "budget" and outcome.finished == 1

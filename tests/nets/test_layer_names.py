@@ -1,6 +1,6 @@
 """The plan owns every layer name and channel group: the builder makes exactly the layers it
 names, each channel group is exactly the weight axes that change when its width does, and
-pruning reads the plan's layer kinds. (The supernet's side is in tests/supernet.)"""
+pruning reads the plan's layer kinds. (The supernet's side is in tests/strategies/supernet/.)"""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from nas.errors import NasError
-from nas.search.space import SearchSpace, SpaceSpec, load_space, loading, space_from_dict
+from nas.search.space import SearchSpace, load_space, loading, space_from_dict, space_schema
 
 from ..helpers import REPO, run_nas
 
@@ -195,7 +195,7 @@ EVERY_TYPE = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("path", _schema_paths(SpaceSpec), ids=lambda path: ".".join(map(str, path)))
+@pytest.mark.parametrize("path", _schema_paths(space_schema()), ids=lambda path: ".".join(map(str, path)))
 def test_every_type_at_every_key(path: tuple[Any, ...]) -> None:
     base = yaml.safe_load(TINY)
     base["dataset"] = {"source": "folder", "path": "/data"}  # so that path and its kin are used

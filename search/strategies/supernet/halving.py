@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nas.search.training import SCORE_BATCH
+
 if TYPE_CHECKING:
-    from nas.search.space.supernet_spec import HalvingSpec
-
-
-SCORE_BATCH = 256  # images per batch when a subnet is scored (engine/supernet.py)
+    from nas.search.strategies.supernet.settings import HalvingSpec
 
 
 def whole_batches(subset: int, batch: int = SCORE_BATCH) -> int:

@@ -19,10 +19,10 @@ import yaml
 from optuna.trial import TrialState
 
 from nas.search.engine.front import dominated_by, noise_aware_front
-from nas.search.engine.halving import first_images, tail, upper_bound
-from nas.search.space.supernet_spec import HalvingSpec
+from nas.search.strategies.supernet.halving import first_images, tail, upper_bound
+from nas.search.strategies.supernet.settings import HalvingSpec
 
-from ..helpers import run_cli
+from ...helpers import run_cli
 from .test_supernet import _space
 
 Z = 3.5
@@ -157,11 +157,11 @@ def _evaluation(halving: dict[str, Any]) -> Any:
     """A SupernetEvaluation on random images (600 validation ones) over an untrained supernet."""
     from nas.search.data import Dataset
     from nas.search.engine.keras_evaluation import KerasSetup
-    from nas.search.engine.supernet import SupernetEvaluation, TrainedSupernet
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.train import SupernetTraining
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.evaluation import SupernetEvaluation, TrainedSupernet
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.train import SupernetTraining
 
     rng = np.random.default_rng(0)
     data = Dataset(
@@ -175,7 +175,11 @@ def _evaluation(halving: dict[str, Any]) -> Any:
     elastic = elastic_space(space)
     supernet = Supernet(elastic.space.candidate(elastic.largest, num_classes=10, channels=1), seed=0)
     setup = KerasSetup(data, None, None, 1e9)  # type: ignore[arg-type]  # train needs no profiler
-    return SupernetEvaluation(space, setup, TrainedSupernet(supernet, elastic, SupernetTraining(1)), seed=0)
+    evaluation = SupernetEvaluation(
+        space, setup, lambda: TrainedSupernet(supernet, elastic, SupernetTraining(1)), seed=0
+    )
+    evaluation.start()
+    return evaluation
 
 
 def test_a_subnet_scored_in_full_gets_the_figures_it_gets_without_halving() -> None:
@@ -202,17 +206,16 @@ def test_a_subnet_scored_in_full_gets_the_figures_it_gets_without_halving() -> N
 
 
 def test_scoring_traced_gives_the_eager_figures_and_traces_each_subnet_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nas.search.engine import supernet as engine
-    from nas.search.engine.supernet import Scored
-    from nas.search.supernet.extract import extract
+    from nas.search.strategies.supernet.extract import extract
+    from nas.search.training import Scored, scoring
 
     evaluation = _evaluation({"subset": 200})
     elastic, data = evaluation.trained.elastic, evaluation.data
     candidate = elastic.space.candidate(elastic.middle(), num_classes=10, channels=1)
     model = extract(evaluation.trained.supernet, candidate)
     traced: list[Any] = []
-    original = engine.traced_forward
-    monkeypatch.setattr(engine, "traced_forward", lambda m: traced.append(original(m)) or traced[-1])
+    original = scoring.traced_forward
+    monkeypatch.setattr(scoring, "traced_forward", lambda m: traced.append(original(m)) or traced[-1])
     x, y = data.x_val, data.y_val
     scored = Scored().add(model, x[:256], y[:256]).add(model, x[256:], y[256:])
     probs = np.asarray(model(x.astype("float32") / 255.0, training=False))
@@ -255,7 +258,7 @@ def test_the_runner_stops_a_trial_whose_best_case_a_complete_trial_dominates_bey
     from nas.search.engine.trial import TrialRunner, _Halved
     from nas.search.hardware.figures import HardwareCost, Throughput
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
+    from nas.search.strategies.supernet.elastic import elastic_space
 
     space = space_from_dict(_space())
     evaluation = SimpleNamespace(num_classes=10, channels=1, delivery=None)

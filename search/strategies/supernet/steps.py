@@ -12,8 +12,8 @@ import keras
 import numpy as np
 
 from nas.search.nets import NetworkPlan
-from nas.search.space.elastic import SPATIAL, ElasticSpace
-from nas.search.supernet.network import Spatial, Supernet, spatial_of
+from nas.search.strategies.supernet.elastic import SPATIAL, ElasticSpace
+from nas.search.strategies.supernet.network import Spatial, Supernet, spatial_of
 
 SANDWICH = 4  # largest, smallest and two random subnets per step: the default
 ENDS = 2  # the largest and the smallest lead every sandwich

@@ -17,7 +17,7 @@ import yaml
 
 from nas.storage.weights import WeightStore
 
-from ..helpers import QUICK_MEASURE, kill_nas_at, run_cli
+from ...helpers import QUICK_MEASURE, kill_nas_at, run_cli
 
 
 def _space(**search: Any) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def _space(**search: Any) -> dict[str, Any]:
 
 def _elastic(**search: Any) -> Any:
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
+    from nas.search.strategies.supernet.elastic import elastic_space
 
     return elastic_space(space_from_dict(_space(**search)))
 
@@ -78,8 +78,8 @@ def test_the_space_splits_into_elastic_choices_and_fixed_training_knobs() -> Non
 
 def test_subnets_compute_what_the_supernet_computes_with_the_plans_params_and_flops() -> None:
     from nas.search.nets import count_flops, plan_network
-    from nas.search.supernet.extract import extract
-    from nas.search.supernet.network import Supernet
+    from nas.search.strategies.supernet.extract import extract
+    from nas.search.strategies.supernet.network import Supernet
 
     elastic = _elastic()
     space = elastic.space
@@ -105,7 +105,7 @@ def test_subnets_compute_what_the_supernet_computes_with_the_plans_params_and_fl
 
 
 def _randomised_supernet(seed: int = 0) -> tuple[Any, Any]:
-    from nas.search.supernet.network import Supernet
+    from nas.search.strategies.supernet.network import Supernet
 
     elastic = _elastic()
     supernet = Supernet(elastic.space.candidate(elastic.largest, num_classes=10, channels=1), seed=seed)
@@ -147,7 +147,7 @@ def test_sorting_channels_moves_the_optimizers_state_with_the_weights() -> None:
     import keras
     import tensorflow as tf
 
-    from nas.search.supernet.train import _optimizer_for
+    from nas.search.strategies.supernet.train import _optimizer_for
 
     x = np.random.default_rng(3).random((8, 8, 8, 1)).astype("float32")
     y = np.arange(8) % 10
@@ -178,7 +178,7 @@ def test_sorting_channels_moves_the_optimizers_state_with_the_weights() -> None:
 
 
 def test_channels_are_sorted_once_a_quarter_into_the_training() -> None:
-    from nas.search.supernet.train import sort_epoch
+    from nas.search.strategies.supernet.train import sort_epoch
 
     assert [sort_epoch(n, True) for n in (1, 2, 4, 12, 30)] == [0, 1, 1, 3, 7]
     assert sort_epoch(12, False) == 0
@@ -187,8 +187,8 @@ def test_channels_are_sorted_once_a_quarter_into_the_training() -> None:
 def test_recalibration_changes_only_the_statistics_to_their_average_over_the_batches() -> None:
     import keras
 
-    from nas.search.supernet.extract import extract, recalibrate
-    from nas.search.supernet.network import Supernet
+    from nas.search.strategies.supernet.extract import extract, recalibrate
+    from nas.search.strategies.supernet.network import Supernet
 
     elastic = _elastic()
     candidate = elastic.space.candidate(elastic.smallest, num_classes=10, channels=1)
@@ -419,7 +419,7 @@ def test_recalibration_reaches_the_batchnorm_of_a_nested_model() -> None:
     import keras
     import numpy as np
 
-    from nas.search.supernet.extract import recalibrate
+    from nas.search.strategies.supernet.extract import recalibrate
 
     inner = keras.Sequential([keras.Input((4, 4, 1)), keras.layers.Conv2D(2, 1), keras.layers.BatchNormalization()])
     inputs = keras.Input((4, 4, 1))

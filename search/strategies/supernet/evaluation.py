@@ -10,32 +10,38 @@ the report and the dashboard read it like any study.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import keras
-import numpy as np
 import optuna
 
 from nas.errors import NasError
 from nas.search.data import Dataset, pipeline
-from nas.search.engine.evaluation import EpochCallback, TrialWork
-from nas.search.engine.events import SearchEvents
-from nas.search.engine.halving import SCORE_BATCH, first_images, upper_bound
-from nas.search.engine.keras_evaluation import KerasEvaluation, KerasSetup
-from nas.search.engine.options import SearchOptions
-from nas.search.engine.stored import converts
+from nas.search.engine import (
+    EpochCallback,
+    EvaluationContext,
+    KerasEvaluation,
+    KerasSetup,
+    SearchEvents,
+    SearchOptions,
+    TrialWork,
+    converts,
+    keras_setup,
+)
 from nas.search.records import StudyAttr, TrialAttr
-from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace
-from nas.search.space.elastic import ElasticSpace, elastic_space, phase_ranges, progressive_phases
-from nas.search.space.strategies import planned_epochs
-from nas.search.supernet.budget import epochs_for_budget
-from nas.search.supernet.extract import extract, inherit, recalibrate
-from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import (
+from nas.search.strategies.supernet.budget import epochs_for_budget
+from nas.search.strategies.supernet.elastic import ElasticSpace, elastic_space, phase_ranges, progressive_phases
+from nas.search.strategies.supernet.extract import extract, inherit, recalibrate
+from nas.search.strategies.supernet.halving import first_images, upper_bound
+from nas.search.strategies.supernet.network import Supernet
+from nas.search.strategies.supernet.settings import planned_epochs, supernet_settings
+from nas.search.strategies.supernet.train import (
     DecideEpochs,
     SupernetTraining,
     checkpoint_progress,
@@ -43,10 +49,8 @@ from nas.search.supernet.train import (
     sort_epoch,
     train_supernet,
 )
-from nas.search.training import TrainResult
-from nas.storage import StorageURL, study_lock
-from nas.storage.paths import own_folder, safe_name
-from nas.storage.weights import default_artifact_root
+from nas.search.training import SCORE_BATCH, Scored, TrainResult, evaluate
+from nas.storage import StorageURL, default_artifact_root, own_folder, safe_name, study_lock
 
 CHECKPOINT = "supernet.npz"
 
@@ -82,15 +86,15 @@ def prepare_supernet(
     """The study's trained supernet: trained here (or resumed from its last checkpoint) by the
     first worker to get the supernet's lock; the others wait for it and load the result."""
     elastic = elastic_space(space)
-    settings = space.spec.search.supernet
+    settings = supernet_settings(space)
     path = checkpoint_path(options.storage, options.artifacts, study.study_name)
     largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
     supernet = Supernet(largest, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
-        training = SupernetTraining(planned_epochs(space.spec.search) or 0, space=space.fingerprint())
+        training = SupernetTraining(planned_epochs(space) or 0, space=space.fingerprint())
         if path.exists():
             held = checkpoint_progress(path)
-            if held.space and held.space != training.space:
+            if held.space and not space.matches(json.loads(held.space)):
                 raise NasError(
                     f"{path} holds a supernet trained for another space (an earlier study of the name "
                     f"'{study.study_name}'); delete it, or keep this study's files elsewhere with {{artifacts}}"
@@ -166,7 +170,7 @@ def _epochs_decider(
         raise NasError(
             "search.supernet.epochs: auto needs a time budget to fit the epochs in; give --timeout, or set the epochs"
         )
-    share = elastic.space.spec.search.supernet.budget_share
+    share = supernet_settings(elastic.space).budget_share
     started = time.monotonic()  # the search's clock started moments before (loading the data)
 
     def decide(first: float, tracing: float, minimum: int) -> int:
@@ -219,63 +223,38 @@ def calibration_batches(data: Dataset, batch_size: int, count: int) -> list[Any]
     return batches
 
 
-def traced_forward(model: keras.Model) -> Any:
-    """`model`'s inference pass as one traced graph for any batch size. Eagerly, each of the
-    validation set's 40 batches runs the subnet op by op from Python, which on 2 CPU cores cost
-    more than the trace (benchmarks/subnet_cost.py; issue 47's subnets per hour)."""
-    tf = import_tensorflow()
-    spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)
-    return tf.function(lambda images: model(images, training=False), input_signature=[spec])
+def supernet_evaluation(ctx: EvaluationContext) -> SupernetEvaluation:
+    """The strategy's evaluation for this worker; its `start` trains the supernet (or loads
+    it), then trials sample only the elastic knobs, the rest staying at what it trained with."""
+    setup = keras_setup(ctx)
 
+    def train() -> TrainedSupernet:
+        trained = prepare_supernet(ctx.study, ctx.storage, ctx.space, ctx.options, ctx.events, setup.data)
+        ctx.study.sampler = fixed_sampler(ctx.study.sampler, trained.elastic)
+        return trained
 
-@dataclass
-class Scored:
-    """A running sum over validation images: cross-entropy, correct predictions, images."""
-
-    loss_sum: float = 0.0
-    correct: int = 0
-    count: int = 0
-    # One trace per model: halving scores the same subnet twice (its subset, then the rest).
-    _forwards: dict[int, Any] = field(default_factory=dict, repr=False)
-
-    def add(self, model: keras.Model, x: np.ndarray, y: np.ndarray) -> Scored:
-        forward = self._forwards.get(id(model))
-        if forward is None:
-            forward = self._forwards[id(model)] = traced_forward(model)
-        for images, batch_labels in pipeline(x, y, SCORE_BATCH, shuffle_seed=None):
-            probs = np.asarray(forward(images))
-            labels = np.asarray(batch_labels)
-            picked = np.clip(probs[np.arange(len(labels)), labels], 1e-7, 1.0)
-            self.loss_sum += float(-np.log(picked).sum())
-            self.correct += int((probs.argmax(axis=-1) == labels).sum())
-            self.count += len(labels)
-        return self
-
-    def figures(self) -> tuple[float, float]:
-        """(loss, accuracy) over the images scored."""
-        count = max(1, self.count)
-        return self.loss_sum / count, self.correct / count
-
-
-def evaluate(model: keras.Model, data: Dataset) -> tuple[float, float]:
-    """(validation loss, validation accuracy) of `model`."""
-    return Scored().add(model, data.x_val, data.y_val).figures()
+    return SupernetEvaluation(ctx.space, setup, train, seed=ctx.options.seed, warn=ctx.events.message)
 
 
 class SupernetEvaluation(KerasEvaluation):
-    """The seam for a supernet study: `build` extracts the subnet, `train` re-calibrates its
-    BatchNorm and scores it (on a subset first under halving); measuring, deploying and keeping
-    are the real ones."""
+    """The seam for a supernet study: `start` gets the trained supernet, `build` extracts the
+    subnet, `train` re-calibrates its BatchNorm and scores it (on a subset first under
+    halving); measuring, deploying and keeping are the real ones."""
 
-    def __init__(self, space: SearchSpace, setup: KerasSetup, trained: TrainedSupernet, **kwargs: Any) -> None:
+    def __init__(
+        self, space: SearchSpace, setup: KerasSetup, train: Callable[[], TrainedSupernet], **kwargs: Any
+    ) -> None:
         super().__init__(space, setup, **kwargs)
-        self.trained = trained
-        data = setup.data
-        settings = space.spec.search.supernet
+        self._train = train
+        self.halving = supernet_settings(space).halving
+
+    def start(self) -> None:
+        self.trained = self._train()
+        data = self.data
+        settings = supernet_settings(self.space)
         self.calibration = calibration_batches(
-            data, trained.supernet.candidate.batch_size, settings.calibration_batches
+            data, self.trained.supernet.candidate.batch_size, settings.calibration_batches
         )
-        self.halving = settings.halving
         self.first, warning = first_images(settings.halving, data.y_val, SCORE_BATCH)
         if warning:
             self.warn(warning)

@@ -14,7 +14,7 @@ import optuna
 import pytest
 import yaml
 
-from ..helpers import run_cli
+from ...helpers import run_cli
 from .test_supernet import _space
 
 ALL = ("kernel", "depth", "expansion", "width")
@@ -30,7 +30,7 @@ def _two_stages(**supernet: Any) -> dict[str, Any]:
 
 
 def test_the_phase_of_an_epoch_is_a_function_of_the_epochs_and_the_elastic_dimensions() -> None:
-    from nas.search.space.elastic import phase_ranges, progressive_phases
+    from nas.search.strategies.supernet.elastic import phase_ranges, progressive_phases
 
     assert phase_ranges(progressive_phases(12, ALL)) == "largest 1-3, kernel 4-5, depth 6-7, expansion 8-9, width 10-12"
     assert progressive_phases(5, ALL) == ["largest", *ALL]
@@ -56,7 +56,7 @@ def test_the_phase_of_an_epoch_is_a_function_of_the_epochs_and_the_elastic_dimen
 
 def test_a_phases_subnets_vary_only_the_dimensions_opened_so_far() -> None:
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import dimension_of, elastic_space
+    from nas.search.strategies.supernet.elastic import dimension_of, elastic_space
 
     elastic = elastic_space(space_from_dict(_space()))
     assert elastic.dimensions() == ALL and elastic.opened("largest") == () and elastic.opened("depth") == ALL[:2]
@@ -92,9 +92,9 @@ class _Killed(Exception):
 def _train(space: Any, data: Any, path: Path, drawn: list[bytes], kill_after: int = 0) -> Any:
     """A fresh process's supernet, trained from `path` (where it exists) as prepare_supernet
     does; `drawn` gets each step's subnet masks; killed after epoch `kill_after`'s checkpoint."""
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.train import SupernetTraining, train_supernet
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.train import SupernetTraining, train_supernet
 
     elastic = elastic_space(space)
     settings = space.spec.search.supernet
@@ -125,7 +125,7 @@ def _train(space: Any, data: Any, path: Path, drawn: list[bytes], kill_after: in
 def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbroken_one(tmp_path: Path) -> None:
     from nas.search.data import load_dataset
     from nas.search.space import space_from_dict
-    from nas.search.supernet.train import checkpoint_progress
+    from nas.search.strategies.supernet.train import checkpoint_progress
 
     # Only kernel and depth elastic: 5 epochs are largest 1, kernel 2-3, depth 4-5.
     document = _two_stages(epochs=5, schedule="progressive")
@@ -221,8 +221,8 @@ def test_the_reference_subnets_score_as_a_trial_scores_its_subnet_epoch_after_ep
     """Each reference model is built once and inherits the weights again each epoch: it scores
     what a subnet extracted afresh, as a trial's is, scores."""
     from nas.search.data import load_dataset
-    from nas.search.engine.supernet import ReferenceSubnets, calibration_batches, evaluate
-    from nas.search.supernet.extract import extract, recalibrate
+    from nas.search.strategies.supernet.evaluation import ReferenceSubnets, calibration_batches, evaluate
+    from nas.search.strategies.supernet.extract import extract, recalibrate
 
     from .test_supernet import _randomised_supernet
 

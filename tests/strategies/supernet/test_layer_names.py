@@ -10,8 +10,8 @@ from .test_supernet import _elastic
 def test_the_supernet_holds_the_weights_the_plan_names_in_the_builders_shapes() -> None:
     """Builder, supernet, extraction and channel sorting read one plan's names and groups."""
     from nas.search.nets import build_plan, plan_network
-    from nas.search.supernet.extract import extract
-    from nas.search.supernet.network import Supernet
+    from nas.search.strategies.supernet.extract import extract
+    from nas.search.strategies.supernet.network import Supernet
 
     elastic = _elastic()
     supernet = Supernet(elastic.space.candidate(elastic.largest, num_classes=10, channels=1), seed=0)

@@ -29,21 +29,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
-from nas.search.engine.final import Start
-from nas.search.engine.front import finetuned, objective_names
-from nas.search.engine.stored import deploy_as_trial
-from nas.search.engine.study import JoinedStudy
-from nas.search.engine.supernet import calibration_batches, checkpoint_path
+from nas.search.engine import JoinedStudy, Start, deploy_as_trial, finetuned, objective_names
 from nas.search.records import StudyAttr
 from nas.search.space import Candidate, SearchSpace
-from nas.search.space.elastic import elastic_space
-from nas.search.space.strategies import planned_epochs
-from nas.search.supernet.extract import extract, recalibrate
-from nas.search.supernet.network import Supernet
-from nas.search.supernet.train import checkpoint_progress, load_checkpoint
+from nas.search.strategies.supernet.elastic import elastic_space
+from nas.search.strategies.supernet.evaluation import calibration_batches, checkpoint_path
+from nas.search.strategies.supernet.extract import extract, recalibrate
+from nas.search.strategies.supernet.network import Supernet
+from nas.search.strategies.supernet.settings import planned_epochs, supernet_settings
+from nas.search.strategies.supernet.train import checkpoint_progress, load_checkpoint
 from nas.search.training import TrainResult, precision_policy, train_and_evaluate
-from nas.storage import study_lock
-from nas.storage.weights import WeightStore, default_artifact_root
+from nas.storage import WeightStore, default_artifact_root, study_lock
 
 MAX_FINETUNED = 16
 # Fine-tuning starts its cosine schedule at a tenth of the rate the supernet trained with: on
@@ -75,7 +71,7 @@ def _trained_supernet(study: optuna.Study, space: SearchSpace, data: Dataset, pa
     if not path.is_file():
         raise NasError(f"study '{name}' has no supernet checkpoint at {path}; run `nas search` on it first")
     held = checkpoint_progress(path)
-    done, planned = held.done, planned_epochs(space.spec.search) or held.epochs
+    done, planned = held.done, planned_epochs(space) or held.epochs
     if done < planned:
         raise NasError(f"study '{name}': its supernet has trained {done} of {planned} epochs; run `nas search` on it")
     elastic = elastic_space(space)
@@ -95,7 +91,7 @@ def finetune_front(
     supernet strategy calls it (engine/strategy.py)."""
     space, storage, url = joined.space, joined.storage, joined.options.storage
     name = joined.study.study_name
-    if (epochs if epochs is not None else space.spec.search.supernet.finetune.epochs) == 0:
+    if (epochs if epochs is not None else supernet_settings(space).finetune.epochs) == 0:
         return dict(finetuned(joined.study))
     with study_lock(url, storage.engine, f"{name}/finetune"):
         fresh = optuna.load_study(study_name=name, storage=storage)  # what another process stored meanwhile
@@ -107,7 +103,7 @@ def _finetune(
 ) -> dict[str, dict[str, Any]]:
     space, storage, url, options = joined.space, joined.storage, joined.options.storage, joined.options
     name = study.study_name
-    settings = space.spec.search.supernet.finetune
+    settings = supernet_settings(space).finetune
     epochs = settings.epochs if epochs is None else epochs
     figures = dict(finetuned(study))
     data = load_dataset(space.spec.dataset, warn=say)
@@ -115,7 +111,7 @@ def _finetune(
     names = objective_names(study)
     front = _front(study)
     supernet = _trained_supernet(study, space, data, checkpoint_path(url, options.artifacts, name), seed)
-    batches = space.spec.search.supernet.calibration_batches
+    batches = supernet_settings(space).calibration_batches
     calibration = calibration_batches(data, supernet.candidate.batch_size, batches)
     store = None
     if options.keep_weights:  # not after `nas search --no-weights`
@@ -200,7 +196,7 @@ def inherited_start(joined: JoinedStudy, data: Dataset) -> Start:
         if not loaded:
             path = checkpoint_path(options.storage, options.artifacts, joined.study.study_name)
             supernet = _trained_supernet(joined.study, space, data, path, options.seed)
-            batches = space.spec.search.supernet.calibration_batches
+            batches = supernet_settings(space).calibration_batches
             loaded.append((supernet, calibration_batches(data, supernet.candidate.batch_size, batches)))
         supernet, calibration = loaded[0]
         keras.utils.set_random_seed(seed)

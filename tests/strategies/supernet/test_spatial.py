@@ -23,7 +23,7 @@ def _spatial(**supernet: Any) -> dict[str, Any]:
 
 def test_resolution_and_stem_stride_are_elastic_and_the_larger_network_has_the_smaller_stride() -> None:
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import dimension_of, elastic_space
+    from nas.search.strategies.supernet.elastic import dimension_of, elastic_space
 
     elastic = elastic_space(space_from_dict(_spatial()))
     assert {"resolution", "stem_stride"} <= set(elastic.elastic)
@@ -37,9 +37,9 @@ def test_resolution_and_stem_stride_are_elastic_and_the_larger_network_has_the_s
 def test_a_subnet_at_its_resolution_and_stride_computes_what_the_supernet_computes_there() -> None:
     from nas.search.nets import count_flops, plan_network
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.extract import extract
-    from nas.search.supernet.network import Supernet, spatial_of
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.extract import extract
+    from nas.search.strategies.supernet.network import Supernet, spatial_of
 
     elastic = elastic_space(space_from_dict(_spatial()))
     space = elastic.space
@@ -75,9 +75,9 @@ def test_a_training_whose_sandwich_mixes_shapes_learns_and_the_random_subnets_sh
     from nas.search.data import load_dataset
     from nas.search.nets import plan_network
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet, spatial_of
-    from nas.search.supernet.train import SupernetTraining, train_supernet
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.network import Supernet, spatial_of
+    from nas.search.strategies.supernet.train import SupernetTraining, train_supernet
 
     document = _spatial(epochs=1)
     document["dataset"]["subset"] = 300
@@ -111,9 +111,9 @@ def test_the_step_sums_the_largests_loss_on_the_labels_and_the_others_distilled_
 
     from nas.search.nets import plan_network
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet, spatial_of
-    from nas.search.supernet.steps import SandwichStep, draw_sandwich
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.network import Supernet, spatial_of
+    from nas.search.strategies.supernet.steps import SandwichStep, draw_sandwich
     from nas.search.training.train import make_optimizer
 
     elastic = elastic_space(space_from_dict(_spatial(epochs=1)))  # two stages: cheaper graphs

@@ -10,12 +10,12 @@ import optuna
 import pytest
 import yaml
 
-from ..helpers import run_cli
+from ...helpers import run_cli
 from .test_progressive import _two_stages
 
 
 def test_the_epochs_are_what_fits_after_the_first_without_its_tracing() -> None:
-    from nas.search.supernet.budget import epochs_for_budget
+    from nas.search.strategies.supernet.budget import epochs_for_budget
 
     # The first epoch took 50 s, 20 of them tracing: each next one costs 30 s.
     budget = epochs_for_budget(50.0, 20.0, spent_seconds=55.0, budget_seconds=300.0)
@@ -30,9 +30,9 @@ def test_the_epochs_are_what_fits_after_the_first_without_its_tracing() -> None:
 def test_an_undecided_training_decides_after_its_first_epoch_and_stretches_its_schedule(tmp_path: Path) -> None:
     from nas.search.data import load_dataset
     from nas.search.space import space_from_dict
-    from nas.search.space.elastic import elastic_space
-    from nas.search.supernet.network import Supernet
-    from nas.search.supernet.train import SupernetTraining, checkpoint_progress, train_supernet
+    from nas.search.strategies.supernet.elastic import elastic_space
+    from nas.search.strategies.supernet.network import Supernet
+    from nas.search.strategies.supernet.train import SupernetTraining, checkpoint_progress, train_supernet
 
     document = _two_stages()
     document["dataset"]["subset"] = 150

@@ -24,8 +24,17 @@ from typing import Any
 import keras
 import numpy as np
 
-from nas.search.nets import NetworkPlan, plan_network
-from nas.search.nets.plan import BN_EPSILON, BN_MOMENTUM, HEAD_HIDDEN, LOGITS, RESIZE, BlockPlan, ConvBN
+from nas.search.nets import (
+    BN_EPSILON,
+    BN_MOMENTUM,
+    HEAD_HIDDEN,
+    LOGITS,
+    RESIZE,
+    BlockPlan,
+    ConvBN,
+    NetworkPlan,
+    plan_network,
+)
 from nas.search.runtime import import_tensorflow
 from nas.search.space import Candidate
 

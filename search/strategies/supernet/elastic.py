@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from nas.errors import NasError
-from nas.search.space.params import Param, shown
-from nas.search.space.searchspace import SearchSpace
+from nas.search.space import Param, SearchSpace, shown
+from nas.search.strategies.supernet.settings import supernet_settings
 
 ELASTIC_STAGE_FIELDS = ("depth", "kernel", "expansion", "se")
 ELASTIC_GLOBALS = ("width_multiplier", "resolution", "stem_stride")
@@ -223,7 +223,7 @@ def elastic_space(space: SearchSpace) -> ElasticSpace:
     """The supernet's view of `space`; NasError (exit 2) names a parameter it cannot share."""
     if space.spec.search.early_stopping.method != "none":
         raise NasError("search.early_stopping: a supernet's trials train nothing to stop; set method: none")
-    chosen = dict(space.spec.search.supernet.fixed)
+    chosen = dict(supernet_settings(space).fixed)
     params = space.parameters()
     for name in chosen:
         if name not in TRAINING_KNOBS:

@@ -39,10 +39,10 @@ import numpy as np
 
 from nas.search.data import Dataset, pipeline
 from nas.search.nets import NetworkPlan, plan_network
-from nas.search.space.elastic import LARGEST_PHASE, ElasticSpace, progressive_phases
-from nas.search.supernet.network import Supernet
-from nas.search.supernet.steps import ENDS, SANDWICH, SandwichStep, draw_sandwich
-from nas.search.training.train import make_optimizer
+from nas.search.strategies.supernet.elastic import LARGEST_PHASE, ElasticSpace, progressive_phases
+from nas.search.strategies.supernet.network import Supernet
+from nas.search.strategies.supernet.steps import ENDS, SANDWICH, SandwichStep, draw_sandwich
+from nas.search.training import make_optimizer
 
 EpochCallback = Callable[[int, int, dict[str, Any]], None]
 # The reference subnets' accuracies of the supernet as it is (engine/supernet.py).

@@ -16,7 +16,7 @@ import numpy as np
 
 from nas.search.nets import build_plan, plan_network
 from nas.search.space import Candidate
-from nas.search.supernet.network import Supernet
+from nas.search.strategies.supernet.network import Supernet
 
 
 def _cut(weight: np.ndarray, shape: tuple[int, ...], depthwise: bool) -> np.ndarray:

@@ -1,13 +1,18 @@
-"""The space file's `search.supernet:` schema: the weight-sharing strategy's training, the
-successive halving over its subnets and the fine-tuning of its front."""
+"""The supernet strategy's space part: the space file's `search.supernet:` schema (the
+weight-sharing training, the successive halving over its subnets and the fine-tuning of its
+front), its fingerprint part and its check of a space."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from nas.search.space.base import Spec
+from nas.search.space import Spec
+from nas.search.strategies import StrategySettings
+
+if TYPE_CHECKING:
+    from nas.search.space import SearchSpace
 
 
 class FinetuneSpec(Spec):
@@ -32,7 +37,7 @@ class HalvingSpec(Spec):
 
 class SupernetSpec(Spec):
     """`search.strategy: supernet`: one weight-sharing network trained once, whose subnets the
-    trials then evaluate with inherited weights (search/supernet/)."""
+    trials then evaluate with inherited weights (this package)."""
 
     # `auto`: measured on the machine when the training starts (supernet/budget.py) and stored, so
     # the study's fingerprint holds `auto` and the share, and a resumed search keeps the count.
@@ -92,3 +97,44 @@ class SupernetSpec(Spec):
     halving: HalvingSpec = Field(
         HalvingSpec(), description="score each subnet on a validation subset first; stop it there if dominated"
     )
+
+
+class SupernetSettings(StrategySettings):
+    schema = SupernetSpec
+    summary = "one weight-sharing training"
+    # Subnets are timed at batch 1 only where the space asks: their figures come by the hundred.
+    measures_latency = False
+
+    def of(self, search: Spec) -> SupernetSpec:
+        value = super().of(search)
+        assert isinstance(value, SupernetSpec)
+        return value
+
+    def unfingerprinted(self, settings: Any) -> set[str]:
+        # A supernet study's trials are scored by weights the other settings trained. These act
+        # after the search (finetune), read the weights without changing them (reference
+        # subnets) or decide how much of the validation set is scored (halving).
+        out = {"finetune", "reference_subnets", "halving"}
+        if settings.epochs != "auto":
+            out.add("budget_share")  # it decides nothing where the epochs are given
+        return out
+
+    def check(self, space: SearchSpace) -> None:
+        from nas.search.strategies.supernet.elastic import elastic_space  # it builds SearchSpaces itself
+
+        elastic_space(space)
+
+
+SETTINGS = SupernetSettings("supernet")
+
+
+def supernet_settings(space: SearchSpace) -> SupernetSpec:
+    """A loaded supernet space's `search.supernet:`, typed."""
+    return SETTINGS.of(space.spec.search)
+
+
+def planned_epochs(space: SearchSpace) -> int | None:
+    """The supernet's epochs where the space file gives them; None for `auto` (decided when
+    the training starts, then stored)."""
+    epochs = supernet_settings(space).epochs
+    return None if epochs == "auto" else epochs
