@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks import scoring
+from benchmarks import scoring, stamps
 from benchmarks.launch import ROOT, run_module
 
 
@@ -294,7 +294,12 @@ def main() -> None:
         "command": "python -m benchmarks.compare"
         + (" --quick" if args.quick else "")
         + (f" --budget {args.budget:g}" if not args.quick or args.budget != 15.0 else "")
+        + (f" --seeds {args.seeds}" if not args.quick and args.seeds != 3 else "")
+        + (f" --epochs {args.epochs}" if args.epochs != 3 else "")
         + (f" --contenders '{args.contenders}'" if args.contenders else ""),
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
         "budget_s": args.budget,
         "seeds": args.seeds,
         "epochs": args.epochs,

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from benchmarks import stamps
+
 HERE = Path(__file__).resolve().parent
 
 SPACE = """
@@ -149,12 +151,25 @@ def main() -> None:
         rows.append(run_setting(space, data, profiler, *setting))
         print(json.dumps(rows[-1]), flush=True)
     large = mobilenet_v2_int8_ratio()
-    args.out.write_text(json.dumps({"epochs": args.epochs, "rows": rows, "mobilenet_v2_224": large}, indent=2))
+    args.out.write_text(json.dumps(record(args.epochs, rows, large), indent=2))
     print(table(rows))
     print(
         f"\nMobileNetV2 1.0 224 ({large['params']:,} params): float32 {large['none']:,} bytes, "
         f"int8 {large['int8']:,} bytes, ratio {large['ratio']:.3f}"
     )
+
+
+def record(epochs: int, rows: list[dict], large: dict[str, Any]) -> dict[str, Any]:
+    """compression.json: the command, the commit, date and machine of the run, then its figures."""
+    return {
+        "command": "python -m benchmarks.compression" + (f" --epochs {epochs}" if epochs != 8 else ""),
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
+        "epochs": epochs,
+        "rows": rows,
+        "mobilenet_v2_224": large,
+    }
 
 
 def mobilenet_v2_int8_ratio() -> dict[str, Any]:

@@ -46,6 +46,7 @@ from benchmarks.fashion_state import (
     WORK,
     chunk,
     final_trained,
+    logged,
     progress,
     save_progress,
     study,
@@ -79,7 +80,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def search(minutes: float) -> None:
+def search(minutes: float, command: str) -> None:
     """The search's hour, spent across as many pieces as it takes: each runs `nas search` with
     what is left of the hour as --timeout (the study resumes; a running trial at the end is
     finished, as nas does)."""
@@ -96,7 +97,7 @@ def search(minutes: float) -> None:
     spent = time.monotonic() - started
     state["search_seconds"] += min(spent, seconds)
     state["chunks"].append(chunk("search", spent, code, code_of))
-    save_progress(state)
+    save_progress(logged(state, command, code_of))
 
 
 def front_members() -> list[int]:
@@ -108,7 +109,7 @@ def front_members() -> list[int]:
     return [t.number for t in sorted(found.best_trials, key=lambda t: (-t.values[0], t.number))]
 
 
-def train(minutes: float) -> None:
+def train(minutes: float, command: str) -> None:
     """`nas train` on the study's front (the preset's final recipe), stopped after `minutes`.
     Its checkpoints are kept under benchmarks/fashion-runs/ and committed with the piece, so a
     training cut by the piece's end resumes in the next session at its last epoch; trials
@@ -118,7 +119,7 @@ def train(minutes: float) -> None:
     code = run_nas(["train", STUDY, "--trials", members], minutes * 60, WORK / "artifacts")
     state = progress()
     state["chunks"].append(chunk("train", time.monotonic() - started, code, code_of))
-    save_progress(state)
+    save_progress(logged(state, command, code_of))
 
 
 def status() -> None:
@@ -132,16 +133,27 @@ def status() -> None:
     print(f"throughput: {'measured' if (WORK / 'throughput.json').is_file() else 'to do'}")
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The piece's command as progress.json and a reference's JSON record it, the default
+    --minutes left out."""
+    return (
+        f"python -m benchmarks.fashion {args.piece}"
+        + (f" {args.name}" if args.name else "")
+        + (f" --minutes {args.minutes:g}" if args.minutes != 55 else "")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("piece", choices=["search", "train", "reference", "measure", "report", "status"])
     parser.add_argument("name", nargs="?", choices=[*REFERENCES, "all"], help="reference: one of them, or all")
     parser.add_argument("--minutes", type=float, default=55.0, help="stop this piece after so long (it resumes)")
     args = parser.parse_args()
+    command = command_line(args)
     if args.piece == "search":
-        search(args.minutes)
+        search(args.minutes, command)
     elif args.piece == "train":
-        train(args.minutes)
+        train(args.minutes, command)
     elif args.piece == "reference":
         names = list(REFERENCES) if args.name in (None, "all") else [args.name]
         deadline = time.monotonic() + args.minutes * 60
@@ -149,7 +161,7 @@ def main() -> None:
             left = (deadline - time.monotonic()) / 60
             if left <= 1:
                 break
-            reference(name, left)
+            reference(name, left, command)
     elif args.piece == "measure":
         measure()
     elif args.piece == "report":

@@ -96,10 +96,11 @@ REFERENCES: dict[str, tuple[Callable[[], Any], int]] = {
 }
 
 
-def reference(name: str, minutes: float) -> None:
+def reference(name: str, minutes: float, command: str) -> None:
     """Train one reference with the preset's final recipe (nas' own training loop: the same
     warm-up, cosine decay, label smoothing, augmentation and data), then score it once on the
-    test set. A checkpoint per epoch: a piece stopped by --minutes resumes there."""
+    test set. A checkpoint per epoch: a piece stopped by --minutes resumes there. Its JSON
+    names `command`, the piece's (`python -m benchmarks.fashion reference ...`)."""
     from nas.search import runtime
 
     runtime.set_debug(False)
@@ -163,6 +164,7 @@ def reference(name: str, minutes: float) -> None:
     _, recalibrated = evaluate(model, test)
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = {
+        "command": command,
         "name": name,
         "params": int(model.count_params()),
         "test_accuracy": round(recalibrated, 6),

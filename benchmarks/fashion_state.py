@@ -32,6 +32,17 @@ def save_progress(state: dict[str, Any]) -> None:
     (WORK / "progress.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
+def logged(log: dict[str, Any], command: str, commit: str) -> dict[str, Any]:
+    """A progress log stamped after a piece ran: `command` is the list of the pieces' commands
+    (each once, in the order they first ran; one stored as a string becomes the list's first),
+    the piece's own added; `commit` is the last piece's (the code it ran). Both lead the log,
+    the rest of it kept as it is (a `stamped_from` note too)."""
+    commands = log.get("command", [])
+    commands = [commands] if isinstance(commands, str) else list(commands)
+    stamps_now = {"command": commands if command in commands else [*commands, command], "commit": commit}
+    return stamps_now | {key: value for key, value in log.items() if key not in stamps_now}
+
+
 def chunk(piece: str, seconds: float, code: int, commit: str) -> dict[str, Any]:
     """One piece that ran: what, how long, its exit status, and the stamps RESULTS.md names
     (the commit checked out when it started: the code it ran)."""

@@ -39,7 +39,7 @@ import yaml
 
 from benchmarks import stamps
 from benchmarks.fashion import run_nas
-from benchmarks.fashion_state import REPO, WORK, chunk
+from benchmarks.fashion_state import REPO, WORK, chunk, logged
 from benchmarks.fashion_state import SUPERNET_DATABASE as DATABASE
 
 HERE = WORK / "supernet"
@@ -79,7 +79,7 @@ def space_document() -> dict[str, Any]:
     return document
 
 
-def _search(kind: str, seed: int, minutes: float) -> None:
+def _search(kind: str, seed: int, minutes: float, command: str) -> None:
     """One piece of a study's hour: `nas search` with what is left of it as --timeout (the
     supernet's training inside it), killed after `minutes` (the study resumes next piece)."""
     name = f"fashion_{kind}_s{seed}"
@@ -101,7 +101,7 @@ def _search(kind: str, seed: int, minutes: float) -> None:
     took = time.monotonic() - started
     progress["searches"][name] = spent + min(took, left)
     progress["chunks"].append(chunk(name, took, code, commit) | {"started": at, "started_unix": round(began, 1)})
-    _save("progress.json", progress)
+    _save("progress.json", logged(progress, command, commit))
 
 
 def spread_front(front: list[tuple[int, float]], count: int) -> list[int]:
@@ -113,7 +113,7 @@ def spread_front(front: list[tuple[int, float]], count: int) -> list[int]:
     return [ordered[round(k * (len(ordered) - 1) / (count - 1))] for k in range(count)]
 
 
-def train(study: str, minutes: float) -> None:
+def train(study: str, minutes: float, command: str) -> None:
     """`nas train` on FINAL_TRAINED members of a study's front, spread along it: the `trials`
     study of seed 0 had 8 on its front, all final-trained by benchmarks/fashion.py; a supernet
     study's front is denser (20-25 subnets, 15 epochs each: 3 hours or more), so each study
@@ -127,7 +127,7 @@ def train(study: str, minutes: float) -> None:
     code = run_nas(["train", study, "--trials", members], minutes * 60, HERE / "artifacts", database=DATABASE)
     progress = _load("progress.json", {"searches": {}, "chunks": []})
     progress["chunks"].append(chunk(f"train {study}", time.monotonic() - started, code, commit))
-    _save("progress.json", progress)
+    _save("progress.json", logged(progress, command, commit))
 
 
 def _setup() -> tuple[Any, Any, Any]:
@@ -157,7 +157,7 @@ def spread_subnets(elastic: Any, count: int) -> list[dict[str, Any]]:
     return [drawn[i] | {"flops": flops[i]} for i in picked]
 
 
-def standalone(minutes: float) -> None:
+def standalone(minutes: float, command: str) -> None:
     """The subnets trained from scratch with the preset's training settings, each stored as it ends."""
     import keras
 
@@ -169,7 +169,7 @@ def standalone(minutes: float) -> None:
     document = _load("standalone.json", {})
     if not document:
         document = {"subnets": spread_subnets(elastic, SUBNETS), "runs": [], "fixed": elastic.fixed}
-    document |= {"command": "python -m benchmarks.fashion_supernet standalone", "machine": stamps.machine()}
+    document |= {"command": command, "commit": stamps.commit(), "machine": stamps.machine()}
     done = {(r["subnet"], r["seed"]) for r in document["runs"]}
     todo = [(i, s) for s in range(SEEDS) for i in range(len(document["subnets"])) if (i, s) not in done]
     print(f"{len(todo)} trainings to run ({len(done)} done)", flush=True)
@@ -189,7 +189,7 @@ def standalone(minutes: float) -> None:
         print(f"subnet {index} seed {seed}: {result.accuracy:.4f} ({took:.0f} s)", flush=True)
 
 
-def ranking(minutes: float, finetune_epochs: int) -> None:
+def ranking(minutes: float, finetune_epochs: int, command: str) -> None:
     """Inherited and fine-tuned accuracy of the stand-alone subnets, out of the seed-0 supernet."""
     import dataclasses
 
@@ -213,7 +213,13 @@ def ranking(minutes: float, finetune_epochs: int) -> None:
     settings = space.spec.search.supernet
     batches = calibration_batches(data, largest.batch_size, settings.calibration_batches)
     document = _load("ranking.json", {"subnets": {}})
-    document |= {"supernet_epochs": held.done, "finetune_epochs": finetune_epochs, "machine": stamps.machine()}
+    document |= {
+        "command": command,
+        "commit": stamps.commit(),
+        "supernet_epochs": held.done,
+        "finetune_epochs": finetune_epochs,
+        "machine": stamps.machine(),
+    }
     # Inherited accuracy first for every subnet (seconds each), fine-tuning after (a minute or
     # more each): a piece cut short still decides the inherited ranking.
     for tune in (False, True) if finetune_epochs else (False,):
@@ -243,12 +249,13 @@ def ranking(minutes: float, finetune_epochs: int) -> None:
             row["finetune_commit" if tune else "commit"] = stamps.commit()
             _save("ranking.json", document)
             print(f"subnet {index}: {row}", flush=True)
-    correlations()
+    correlations(command)
 
 
-def correlations() -> dict[str, Any]:
+def correlations(command: str) -> dict[str, Any]:
     """Kendall tau and Spearman of each ranking against the stand-alone mean, and the seeds'
-    agreement with each other (the ceiling), over the subnets every figure exists for."""
+    agreement with each other (the ceiling), over the subnets every figure exists for; stamped
+    with the command of the ranking piece that worked them out and this checkout's commit."""
     from benchmarks.table import rank_correlations
 
     runs = _load("standalone.json", {}).get("runs", [])
@@ -257,7 +264,7 @@ def correlations() -> dict[str, Any]:
     for run in runs:
         by_seed.setdefault(run["seed"], {})[run["subnet"]] = run["accuracy"]
     both = sorted(set.intersection(*(set(v) for v in by_seed.values())) if len(by_seed) == SEEDS else set())
-    out: dict[str, Any] = {"subnets_with_both_seeds": len(both)}
+    out: dict[str, Any] = {"command": command, "commit": stamps.commit(), "subnets_with_both_seeds": len(both)}
     if len(both) >= 3:
         out["seeds_against_each_other"] = rank_correlations(
             [by_seed[0][i] for i in both], [by_seed[1][i] for i in both]
@@ -292,6 +299,16 @@ def status() -> None:
         print(f"ranking, {figure}: {sum(figure in row for row in rows)} of {SUBNETS} subnets")
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The piece's command as the JSON it writes records it, the defaults left out."""
+    return (
+        f"python -m benchmarks.fashion_supernet {args.piece}"
+        + (f" {args.what}" if args.what else "")
+        + (f" --minutes {args.minutes:g}" if args.minutes != 55 else "")
+        + (f" --finetune-epochs {args.finetune_epochs}" if args.finetune_epochs != 1 else "")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("piece", choices=["search", "trials", "train", "standalone", "ranking", "status"])
@@ -299,19 +316,20 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=55.0, help="stop this piece after so long (it resumes)")
     parser.add_argument("--finetune-epochs", type=int, default=1, help="ranking: fine-tuning epochs per subnet")
     args = parser.parse_args()
+    command = command_line(args)
     if args.piece in ("search", "trials"):
         seed = int(args.what or 0)
         if args.piece == "trials" and seed == 0:
             raise SystemExit("error: trials seed 0 is benchmarks/fashion.py's study")
-        _search("supernet" if args.piece == "search" else "trials", seed, args.minutes)
+        _search("supernet" if args.piece == "search" else "trials", seed, args.minutes, command)
     elif args.piece == "train":
         if not args.what:
             raise SystemExit("error: name the study (status lists them)")
-        train(args.what, args.minutes)
+        train(args.what, args.minutes, command)
     elif args.piece == "standalone":
-        standalone(args.minutes)
+        standalone(args.minutes, command)
     elif args.piece == "ranking":
-        ranking(args.minutes, args.finetune_epochs)
+        ranking(args.minutes, args.finetune_epochs, command)
     else:
         status()
 

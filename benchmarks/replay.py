@@ -37,7 +37,7 @@ from typing import Any
 
 import optuna
 
-from benchmarks import gp_fast, scoring
+from benchmarks import gp_fast, scoring, stamps
 from benchmarks import table as tables
 from benchmarks.overheads import overhead_sources, overheads
 from benchmarks.scoring import bootstrap_interval
@@ -403,7 +403,17 @@ def main() -> None:
             parser.error(f"unknown contender(s) {unknown}; choose from {sorted(known)}")
         chosen = [known[n] for n in names]
     workers = [int(w) for w in args.workers.split(",")]
-    report = run(args.table, chosen, args.seeds, workers, args.budget, args.jobs)
+    report = {
+        "command": "python -m benchmarks.replay"
+        + f" --seeds {args.seeds} --workers {args.workers} --budget {args.budget:g} --jobs {args.jobs}"
+        + (f" --table {args.table}" if args.table != tables.TABLE else "")
+        + (f" --contenders '{args.contenders}'" if args.contenders else "")
+        + (f" --out {args.out}" if args.out else "")
+        + (f" --plot {args.plot}" if args.plot else ""),
+        "commit": stamps.commit(),
+        "date": stamps.today(),
+        "machine": stamps.machine(),
+    } | run(args.table, chosen, args.seeds, workers, args.budget, args.jobs)
     text = json.dumps(report, indent=2)
     if args.out:
         args.out.write_text(text)

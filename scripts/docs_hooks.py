@@ -21,6 +21,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+from markdown.extensions.toc import slugify
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.nav import Navigation
@@ -160,9 +161,25 @@ def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
 
 
+def _github_anchors(text: str) -> list[tuple[str, int, str]]:
+    """(anchor, level, title) of each heading, in order, as GitHub makes the anchor: the text
+    without code marks, lowercased, punctuation but `-` and `_` dropped, each space a hyphen,
+    `-1`, `-2` ... after a repeat. RESULTS.md links its own sections so (its index)."""
+    seen: dict[str, int] = {}
+    found: list[tuple[str, int, str]] = []
+    for hashes, title in re.findall(r"(?m)^(#{1,6}) (.+)$", text):
+        base = re.sub(r"[^\w\- ]", "", title.replace("`", "").lower()).replace(" ", "-")
+        repeat = seen.get(base, 0)
+        seen[base] = repeat + 1
+        found.append((f"{base}-{repeat}" if repeat else base, len(hashes), title))
+    return found
+
+
 def results_pages() -> dict[str, str]:
     """benchmarks/<slug>.md for each `## ` section of RESULTS.md, its headings one level up,
-    and benchmarks/index.md: RESULTS.md's introduction and the list of pages."""
+    and benchmarks/index.md: RESULTS.md's introduction and the list of pages. A link to one of
+    RESULTS.md's own headings (`#anchor`, GitHub's) is pointed at the page and heading that
+    show it in the guide."""
     text = RESULTS.read_text(encoding="utf-8")
     parts = re.split(r"(?m)^## ", text)
     intro, sections = parts[0], parts[1:]
@@ -178,7 +195,19 @@ def results_pages() -> dict[str, str]:
         listing.append(f"- [{title}]({slug}.md)")
     intro = re.sub(r"(?m)^# .*$", "# Benchmarks", intro, count=1)
     pages["benchmarks/index.md"] = intro.rstrip() + "\n\n" + "\n".join(listing) + "\n"
-    return pages
+    where: dict[str, str] = {}
+    page = "index.md"
+    for anchor, level, title in _github_anchors(text):
+        if level <= 2:
+            page = f"{_slug(title)}.md" if level == 2 else page
+            where[anchor] = page
+        else:  # MkDocs' own anchor for the heading (its toc extension's)
+            where[anchor] = f"{page}#{slugify(title.replace('`', ''), '-')}"
+
+    def relink(link: re.Match[str]) -> str:
+        return f"]({where.get(link.group(1), '#' + link.group(1))})"
+
+    return {uri: re.sub(r"\]\(#([^)\s]+)\)", relink, content) for uri, content in pages.items()}
 
 
 # ---- hooks ---------------------------------------------------------------------------------

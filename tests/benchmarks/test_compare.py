@@ -7,6 +7,7 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from .package import benchmark, command, environment
+from .test_results_map import runnable, stamp_problems
 
 
 def _compare() -> ModuleType:
@@ -87,3 +89,20 @@ def test_an_unknown_contender_is_refused_with_status_2(tmp_path: Path) -> None:
     args = command("compare", "--contenders", "nas (tpe),AutoKeras")
     result = subprocess.run(args, cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "unknown contenders ['AutoKeras']" in result.stderr, result.stderr
+
+
+def test_the_report_names_its_command_with_the_arguments_it_ran_and_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compare = _compare()
+    monkeypatch.setattr(compare, "run_isolated", lambda *_: [])  # no search: the report's stamps only
+    monkeypatch.setattr(compare, "summarise", lambda runs, budget: {"rows": {}})
+    monkeypatch.delenv("NAS_DEVICE_PROFILE", raising=False)  # main() drops it; put back after
+    out = tmp_path / "compare.json"
+    arguments = ["--budget", "5", "--seeds", "2", "--epochs", "1", "--contenders", "nas (tpe)", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", ["compare", *arguments])
+    compare.main()
+    report = json.loads(out.read_text())
+    assert report["command"] == "python -m benchmarks.compare --budget 5 --seeds 2 --epochs 1 --contenders 'nas (tpe)'"
+    assert report["commit"] == benchmark("stamps").commit() and report["date"] and report["machine"]
+    assert not stamp_problems(report, runnable())

@@ -4,6 +4,7 @@ the published 2-conv network at 28x28)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from .package import benchmark
+from .package import PACKAGE, benchmark
+from .test_results_map import runnable, stamp_problems
 
 
 def _row(name: str, kind: str, accuracy: float, low: float, high: float) -> dict[str, Any]:
@@ -152,3 +154,43 @@ def test_a_piece_stops_its_nas_process_even_when_started_with_sigint_ignored(
     # -9 after the grace.
     assert code == -signal.SIGINT
     assert time.monotonic() - started < 30
+
+
+def test_a_piece_adds_its_command_to_the_progress_log_once_and_stamps_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fashion, state = benchmark("fashion"), benchmark("fashion_state")
+    committed = json.loads((PACKAGE / "fashion-runs" / "progress.json").read_text())
+    (tmp_path / "progress.json").write_text(json.dumps(committed))
+    monkeypatch.setattr(state, "WORK", tmp_path)
+    monkeypatch.setattr(fashion, "run_nas", lambda *_, **__: 0)  # no training: the log only
+    monkeypatch.setattr(fashion, "front_members", lambda: [0, 3])
+    fashion.train(1.0, "python -m benchmarks.fashion train --minutes 1")
+    fashion.train(1.0, "python -m benchmarks.fashion train --minutes 50")  # listed already: not again
+    log = json.loads((tmp_path / "progress.json").read_text())
+    assert log["command"] == [*committed["command"], "python -m benchmarks.fashion train --minutes 1"]
+    assert log["commit"] == benchmark("stamps").commit() == log["chunks"][-1]["commit"]
+    assert log["chunks"][:-2] == committed["chunks"] and len(log["chunks"]) == len(committed["chunks"]) + 2
+    assert {k: v for k, v in log.items() if k not in ("command", "commit", "chunks")} == {
+        k: v for k, v in committed.items() if k not in ("command", "commit", "chunks")
+    }  # the stamped_from note and the search's seconds as they were
+    assert list(log)[:2] == ["command", "commit"] and not stamp_problems(log, runnable())
+    assert state.logged({"chunks": []}, "python -m benchmarks.fashion search", "abc1234") == {
+        "command": ["python -m benchmarks.fashion search"],
+        "commit": "abc1234",
+        "chunks": [],
+    }
+
+
+def test_the_reference_piece_hands_each_reference_its_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    fashion, called = benchmark("fashion"), []
+    monkeypatch.setattr(fashion, "reference", lambda *args: called.append(args))
+    monkeypatch.setattr(sys, "argv", ["fashion", "reference", "two_conv_bn", "--minutes", "30"])
+    fashion.main()
+    [(name, minutes, command)] = called
+    assert name == "two_conv_bn" and 29 < minutes <= 30
+    assert command == "python -m benchmarks.fashion reference two_conv_bn --minutes 30"
+    monkeypatch.setattr(sys, "argv", ["fashion", "reference", "all"])
+    fashion.main()
+    assert {c[2] for c in called[1:]} == {"python -m benchmarks.fashion reference all"}
+    assert len(called) == 1 + len(benchmark("fashion_references").REFERENCES)

@@ -3,12 +3,14 @@ space's FLOPs, and its rank correlations count only subnets every figure exists 
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from .package import benchmark
+from .package import PACKAGE, benchmark
+from .test_results_map import runnable, stamp_problems
 
 
 def test_the_subnets_are_distinct_and_spread_from_the_cheapest_to_the_costliest() -> None:
@@ -39,7 +41,9 @@ def test_correlations_rank_against_the_mean_of_the_seeds_over_the_subnets_with_e
     for i in (1, 2, 3):  # fine-tuned so far: 3 of them, in the opposite order
         ranked[str(i)]["finetuned"] = -truth[i]
     (tmp_path / "ranking.json").write_text(json.dumps({"subnets": ranked}))
-    out = module.correlations()
+    out = module.correlations("python -m benchmarks.fashion_supernet ranking --minutes 30")
+    assert out["command"] == "python -m benchmarks.fashion_supernet ranking --minutes 30"
+    assert out["commit"] == benchmark("stamps").commit() and not stamp_problems(out, runnable())
     assert out["subnets_with_both_seeds"] == 5
     assert (out["inherited_subnets"], out["finetuned_subnets"]) == (4, 3)
     assert out["seeds_against_each_other"]["kendall"] == 1.0
@@ -59,3 +63,32 @@ def test_the_final_training_takes_both_ends_of_the_front_and_spreads_the_rest() 
     assert picked[0] == 0 and picked[-1] == 20 and len(set(picked)) == 8
     assert picked == sorted(picked, key=ordered.index)  # most accurate first
     assert module.spread_front(front[:3], 8) == [0, 3, 7]
+
+
+def test_a_search_piece_adds_its_command_to_the_progress_log_and_stamps_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = benchmark("fashion_supernet")
+    committed = json.loads((PACKAGE / "fashion-runs" / "supernet" / "progress.json").read_text())
+    (tmp_path / "progress.json").write_text(json.dumps(committed))
+    monkeypatch.setattr(module, "HERE", tmp_path)
+    monkeypatch.setattr(module, "run_nas", lambda *_, **__: 0)  # no search: the log only
+    command = "python -m benchmarks.fashion_supernet trials 2 --minutes 1"
+    module._search("trials", 2, 1.0, command)
+    log = json.loads((tmp_path / "progress.json").read_text())
+    assert log["command"] == [*committed["command"], command]
+    assert log["commit"] == benchmark("stamps").commit() == log["chunks"][-1]["commit"]
+    assert log["chunks"][:-1] == committed["chunks"] and log["stamped_from"] == committed["stamped_from"]
+    assert "fashion_trials_s2" in log["searches"] and not stamp_problems(log, runnable())
+
+
+def test_each_piece_records_its_command_with_the_arguments_it_ran() -> None:
+    command_line = benchmark("fashion_supernet").command_line
+
+    def piece(piece: str, what: str | None = None, minutes: float = 55.0, epochs: int = 1) -> str:
+        return command_line(argparse.Namespace(piece=piece, what=what, minutes=minutes, finetune_epochs=epochs))
+
+    assert piece("search", "0", 64) == "python -m benchmarks.fashion_supernet search 0 --minutes 64"
+    assert piece("train", "fashion_trials_s1") == "python -m benchmarks.fashion_supernet train fashion_trials_s1"
+    assert piece("standalone") == "python -m benchmarks.fashion_supernet standalone"
+    assert piece("ranking", epochs=0) == "python -m benchmarks.fashion_supernet ranking --finetune-epochs 0"

@@ -319,3 +319,23 @@ print(len(points))
     result = subprocess.run([sys.executable, "-c", script], env=environment(), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert int(result.stdout.strip().splitlines()[-1]) > 0
+
+
+def test_the_replay_s_report_names_its_command_and_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from .test_results_map import runnable, stamp_problems
+
+    replay, out = _replay_module(), tmp_path / "replay.json"
+    monkeypatch.setattr(replay, "run", lambda *_: {"seeds": 2, "budget_s": 75.0, "workers": {}, "seconds": 0.0})
+    contenders = "nas tpe,Optuna TPE"
+    arguments = ["--seeds", "2", "--workers", "4", "--budget", "75", "--contenders", contenders, "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", ["replay", *arguments])
+    replay.main()
+    report = json.loads(out.read_text())
+    assert report["command"] == (
+        f"python -m benchmarks.replay --seeds 2 --workers 4 --budget 75 --jobs 1 --contenders '{contenders}'"
+        f" --out {out}"
+    )
+    assert report["commit"] == benchmark("stamps").commit() and report["date"] and report["machine"]
+    assert report["seeds"] == 2 and not stamp_problems(report, runnable())
