@@ -5,10 +5,10 @@ from typing import TYPE_CHECKING
 from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from nas.search.engine import objective_names as objective_names
     from nas.search.results.export import ExportRequest as ExportRequest
     from nas.search.results.export import run_export as run_export
     from nas.search.results.pareto import hypervolume_2d as hypervolume_2d
-    from nas.search.results.pareto import objective_names as objective_names
     from nas.search.results.pareto import pareto_records as pareto_records
     from nas.search.results.pareto import to_csv as to_csv
     from nas.search.results.pareto import to_json as to_json

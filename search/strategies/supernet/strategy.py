@@ -47,9 +47,10 @@ class SupernetStrategy(Strategy):
         return finetune_front(joined, epochs=epochs, say=events.message)
 
     def finetune_step(self) -> AfterStep:
-        return AfterStep(
-            "fine-tuning the front", "nas finetune {study}", lambda joined, events: self.finetune(joined, events)
-        )
+        def run(joined: JoinedStudy, events: SearchEvents) -> None:
+            self.finetune(joined, events)
+
+        return AfterStep("fine-tuning the front", "nas finetune {study}", run)
 
     def describe(self, space: SearchSpace) -> dict[str, Any]:
         from nas.search.strategies.supernet.train import sort_epoch
