@@ -10,7 +10,7 @@ stand-alone accuracies at the same knobs, the cost of each part, and the subnets
 hour (without and with measuring, the latter from nas' own trial timings in the table).
 
 Then the front of (inherited accuracy, the table's throughput) is fine-tuned as `nas search`
-fine-tunes a supernet study's front (engine/finetune.py: out of the supernet, re-calibrated,
+fine-tunes a supernet study's front (strategies/supernet/finetune.py: out of the supernet, re-calibrated,
 `--finetune-epochs` epochs from a tenth of the supernet's rate) and each member's inherited, fine-tuned
 and stand-alone (the table's) accuracy are reported side by side.
 

@@ -344,7 +344,7 @@ def _export_one(
         "measured_on": t.user_attrs.get(TrialAttr.DEVICE),
         "throughput_interval": throughput_interval(t),
         "confirmed_throughput": _confirmed_throughput(study, t.number),
-        # A supernet study's front: the weights kept are the fine-tuned ones (engine/finetune.py).
+        # A supernet study's front: the weights kept are the fine-tuned ones (strategies/supernet/finetune.py).
         "finetuned": finetuned(study).get(str(t.number)),
         # `nas train`: the exported model is the final-trained one, scored once on the test set.
         "final": _final_summary(final_figures(study).get(str(t.number)), req.retrain_full),

@@ -1,7 +1,7 @@
 """Successive halving over a supernet's subnets (`search.supernet.halving`): which validation
 images a subnet is scored on first, and how high its accuracy on the whole set can be given
 what it scored there. The runner decides what that bound means against the front
-(engine/trial.py, engine/front.py); engine/supernet.py does the scoring. No TensorFlow here.
+(engine/trial.py, engine/front.py); evaluation.py does the scoring. No TensorFlow here.
 
 Why the bound is safe. The first images of a validation set nas split off are a uniform random
 sample of it without replacement (train_test_split shuffles, stratified or not), so the subset's

@@ -13,13 +13,13 @@ channels that matter most to the largest network, as in Once-for-All, whose elas
 phase starts from sorted channels.
 
 With `schedule="progressive"` (Once-for-All's progressive shrinking) the epochs are phases
-(space/elastic.py: progressive_phases, a function of the epoch alone, so a resumed training
+(elastic.py: progressive_phases, a function of the epoch alone, so a resumed training
 is in the phase it was killed in): the sandwich's smallest and random subnets vary only the
 dimensions opened so far, the rest at their largest. In the first phase every subnet is the
 largest, so the step trains the largest network alone (its students distil from themselves:
 no gradient, where there is no dropout). Each epoch's history names its phase.
 
-With `score`, three reference subnets are scored after each epoch (engine/supernet.py) and
+With `score`, three reference subnets are scored after each epoch (evaluation.py) and
 their accuracies kept in that epoch's history, before the checkpoint, so they survive a resume.
 """
 
@@ -45,7 +45,7 @@ from nas.search.strategies.supernet.steps import ENDS, SANDWICH, SandwichStep, d
 from nas.search.training import make_optimizer
 
 EpochCallback = Callable[[int, int, dict[str, Any]], None]
-# The reference subnets' accuracies of the supernet as it is (engine/supernet.py).
+# The reference subnets' accuracies of the supernet as it is (evaluation.py).
 ReferenceScore = Callable[[Supernet], dict[str, float]]
 # `epochs: auto`: (the first epoch's seconds, its tracing seconds, the fewest epochs) -> the count.
 DecideEpochs = Callable[[float, float, int], int]
