@@ -157,7 +157,7 @@ def compare() -> dict[str, Any]:
         finished = [(t.datetime_complete.timestamp() - start, t.values[0], t.values[1]) for t in done]
         final = final_trained(found)
         points = [
-            (f["test_accuracy"], measured.get(f"{label} trial {n}", {}).get("images_per_s", f["throughput"]))
+            (f.test_accuracy, measured.get(f"{label} trial {n}", {}).get("images_per_s", f.throughput))
             for n, f in final.items()
         ]
         studies[label] = {
@@ -174,7 +174,7 @@ def compare() -> dict[str, Any]:
         front = [
             {
                 "name": f"{label} trial {n}",
-                "test_accuracy": f["test_accuracy"],
+                "test_accuracy": f.test_accuracy,
                 **measured.get(f"{label} trial {n}", {}),
             }
             for n, f in final.items()

@@ -119,7 +119,7 @@ def rows() -> list[dict[str, Any]]:
             name = f"{prefix} {number}"
             if name not in measured:
                 raise SystemExit(f"{name} was final-trained after `measure` ran: run it again")
-            out.append({"name": name, "kind": kinds[prefix], "test_accuracy": f["test_accuracy"], **measured[name]})
+            out.append({"name": name, "kind": kinds[prefix], "test_accuracy": f.test_accuracy, **measured[name]})
     for name in REFERENCES:
         path = WORK / "references" / f"{name}.json"
         if path.is_file() and name in measured:

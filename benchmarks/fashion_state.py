@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import stamps
+
+if TYPE_CHECKING:
+    from nas.search.records import FinalFigures
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -73,7 +76,7 @@ def supernet_study() -> Any | None:
     return optuna.load_study(study_name=SUPERNET_STUDY, storage=storage) if SUPERNET_STUDY in names else None
 
 
-def final_trained(found: Any) -> dict[str, dict[str, Any]]:
+def final_trained(found: Any) -> dict[str, FinalFigures]:
     """`nas train`'s figures by trial number."""
     from nas.search.engine.front import final_figures
 

@@ -4,11 +4,16 @@ loop stopped, why a trial stopped early, and the events a worker process sends i
 
 The values are the stored strings: renaming one breaks every study made before, so add, never
 rename. `StrEnum` members are `str`, so they go into Optuna and JSON as they are.
+
+The study records that several rooms read are typed here too, beside their keys: each has one
+writer (`to_attr`, the JSON value stored) and one reader (`from_attr`).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
+from typing import Any, ClassVar
 
 
 class StudyAttr(StrEnum):
@@ -35,6 +40,114 @@ class StudyAttr(StrEnum):
     # number the recipe, its training curve, the test accuracy (Keras and deployed), the
     # throughput measured again, and the kept model's file and hash
     FINAL = "final"
+
+
+# Each record's fields are in the order they are stored in: `to_attr` writes them so, and reading
+# then writing a stored record gives the same JSON. Every key is required when read: every version
+# of nas wrote all of them (None where a field's type allows it); a study without the record reads
+# as None.
+
+
+@dataclass(frozen=True)
+class ConfirmedFigure:
+    """One trial's throughput measured again with the front (`Confirmation.trials`)."""
+
+    images_per_s: float  # the median ratio to the reference network times the baseline
+    low: float | None  # the 95% interval of images_per_s (hardware/intervals.py)
+    high: float | None
+    relative: float | None  # the median ratio to the reference network
+    spread: float  # interquartile spread of the rounds
+    trustworthy: bool  # spread within measure.max_spread
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, value: dict[str, Any]) -> ConfirmedFigure:
+        return cls(**{f.name: value[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The front's throughput measured again together after the search (StudyAttr.CONFIRMED,
+    engine/confirm.py; `nas pareto --confirm`). A later confirmation keeps the figures of
+    trials it did not measure."""
+
+    KEY: ClassVar[StudyAttr] = StudyAttr.CONFIRMED
+    measured_at: str  # ISO 8601, UTC, in seconds
+    device: str  # the device's label: "CPU <name> (<n> threads)" or "GPU <name>"
+    batch_size: int
+    rounds: int  # timed rounds of each network
+    baseline_images_per_s: float  # the reference network's images/s the ratios are scaled by
+    trials: dict[str, ConfirmedFigure]  # by trial number (a string, as JSON keys are)
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, value: dict[str, Any] | None) -> Confirmation | None:
+        """The stored record; None where the study holds none."""
+        if not value:
+            return None
+        return cls(
+            measured_at=value["measured_at"],
+            device=value["device"],
+            batch_size=value["batch_size"],
+            rounds=value["rounds"],
+            baseline_images_per_s=value["baseline_images_per_s"],
+            trials={n: ConfirmedFigure.from_attr(f) for n, f in (value.get("trials") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class FinalFigures:
+    """One trial trained again by `nas train` with the space's `final:` recipe (`FinalTraining.trials`)."""
+
+    # The recipe (engine/final.py's final_recipe): a trial asked again with an equal one is not
+    # trained again.
+    recipe: dict[str, Any]
+    test_accuracy: float  # of the deployed form where it converted, else of the Keras model
+    keras_test_accuracy: float
+    search_accuracy: float | None  # the trial's validation accuracy; None without an accuracy objective
+    history: dict[str, list[float]]  # per epoch: loss, accuracy, ..., seconds
+    seconds: float  # the training's
+    throughput: float  # images/s measured again after the training
+    throughput_low: float | None  # its 95% interval
+    throughput_high: float | None
+    device: str | None  # the device's name
+    model: str  # the kept model's file (.keras), for `nas export`
+    sha256: str  # of that file
+
+    @property
+    def epochs(self) -> int:
+        return int(self.recipe["epochs"])
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, value: dict[str, Any]) -> FinalFigures:
+        return cls(**{f.name: value[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class FinalTraining:
+    """`nas train`'s figures (StudyAttr.FINAL, engine/final.py), stored again as each trial ends."""
+
+    KEY: ClassVar[StudyAttr] = StudyAttr.FINAL
+    trained_at: str  # when the last trial ended: ISO 8601, UTC, in seconds
+    trials: dict[str, FinalFigures]  # by trial number (a string, as JSON keys are)
+
+    def to_attr(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_attr(cls, value: dict[str, Any] | None) -> FinalTraining | None:
+        """The stored record; None where the study holds none."""
+        if not value:
+            return None
+        trials = {n: FinalFigures.from_attr(f) for n, f in (value.get("trials") or {}).items()}
+        return cls(trained_at=value["trained_at"], trials=trials)
 
 
 class TrialAttr(StrEnum):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nas.errors import NasError, SearchInterrupted, one_line
+from nas.search import strategies
 from nas.search.cli.console import err, message, out
 from nas.search.cli.ending import report_end, show_pareto, show_table, warn_unused_gpus
 from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt, WideOpt, check_study
@@ -279,6 +280,12 @@ def main() -> None:
     args = sys.argv[1:] or ["--help"]
     debug = "--debug" in args
     command = typer.main.get_command(app)
+    # The strategies a space may name, from the registry as it is now (a plugin may add one).
+    if (searching := getattr(command, "commands", {}).get("search")) is not None:
+        names = ", ".join(strategies.names())
+        searching.help = (
+            f"{(search.__doc__ or '').strip()} What scores a trial is the space's search.strategy: {names}."
+        )
     try:
         status = command.main(args=args, prog_name="nas", standalone_mode=False)
         if isinstance(status, int) and status:

@@ -1,5 +1,6 @@
 """`nas finetune`: a supernet study's front fine-tuned from its inherited weights; `nas search`
-runs it after a supernet search that ended normally (strategies/supernet/strategy.py, strategies/supernet/finetune.py)."""
+runs it after a supernet search that ended normally (strategies/supernet/strategy.py and
+finetune.py)."""
 
 from __future__ import annotations
 

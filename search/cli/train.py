@@ -67,7 +67,7 @@ def train(
         figures = strategy_for(joined.space).train_final(joined, view, trials=asked, scratch=from_scratch, again=again)
     finally:
         view.stop()
-    shown = [str(n) for n in asked] if asked else sorted(figures, key=lambda n: -figures[n]["test_accuracy"])
+    shown = [str(n) for n in asked] if asked else sorted(figures, key=lambda n: -figures[n].test_accuracy)
     table = Table(title=f"Final training of '{study}' (test set: read once, after training)")
     for column in ("trial", "search accuracy", "test accuracy", "img/s (again)", "epochs", "seconds"):
         table.add_column(column, justify="right")
@@ -75,14 +75,14 @@ def train(
         f = figures.get(number)
         if f is None:
             continue
-        search = f.get("search_accuracy")
+        search = f.search_accuracy
         table.add_row(
             number,
             "-" if search is None else f"{search:.4f}",
-            f"{f['test_accuracy']:.4f}",
-            f"{f['throughput']:,.0f}",
-            str(f["recipe"]["epochs"]),
-            f"{f['seconds']:,.0f}",
+            f"{f.test_accuracy:.4f}",
+            f"{f.throughput:,.0f}",
+            str(f.epochs),
+            f"{f.seconds:,.0f}",
         )
     out.print(table)
     out.print(f"`nas pareto {study}` shows the test accuracy; `nas export {study}` exports these models.")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from nas.search.engine.events import TrialReport as TrialReport
     from nas.search.engine.final import Start as Start
     from nas.search.engine.final import final_model_file as final_model_file
+    from nas.search.engine.front import confirmation as confirmation
     from nas.search.engine.front import confirmed as confirmed
     from nas.search.engine.front import final_figures as final_figures
     from nas.search.engine.front import finetuned as finetuned
@@ -57,6 +58,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "early_stopping": ["rung_epochs"],
         "front": [
+            "confirmation",
             "confirmed",
             "final_figures",
             "finetuned",
@@ -114,6 +116,7 @@ __all__ = [
     "TrialReport",
     "TrialWork",
     "WorkerIdentity",
+    "confirmation",
     "confirmed",
     "converts",
     "counts",

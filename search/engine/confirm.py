@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from nas.errors import NasError
+from nas.search.engine.front import confirmed as stored_confirmed
 from nas.search.engine.front import noise_aware_front
 from nas.search.engine.stored import rebuild, study_space
 from nas.search.hardware import (
@@ -27,7 +28,7 @@ from nas.search.hardware import (
     measure_together,
     reference_forward,
 )
-from nas.search.records import StudyAttr, TrialAttr
+from nas.search.records import Confirmation, ConfirmedFigure, StudyAttr, TrialAttr
 
 CONFIRM_FACTOR = 3
 MAX_CONFIRMED = 16  # the front first, then the trials within noise of it, best first objective first
@@ -77,26 +78,23 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
             warmup_seconds=measure.warmup_seconds,
         )
     confirmed = dict(zip((t.number for t in chosen), figures, strict=True))
-    previous = study.user_attrs.get(StudyAttr.CONFIRMED) or {}
-    stored_trials = dict(previous.get("trials") or {})
+    stored_trials = dict(stored_confirmed(study))  # the trials not measured now keep their figures
     for number, figure in confirmed.items():
-        stored_trials[str(number)] = {
-            "images_per_s": figure.images_per_s,
-            "low": figure.low,
-            "high": figure.high,
-            "relative": figure.relative,
-            "spread": figure.spread,
-            "trustworthy": figure.trustworthy,
-        }
-    study.set_user_attr(
-        StudyAttr.CONFIRMED,
-        {
-            "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "device": device_label(profiler.device),
-            "batch_size": batch,
-            "rounds": rounds,
-            "baseline_images_per_s": baseline,
-            "trials": stored_trials,
-        },
+        stored_trials[str(number)] = ConfirmedFigure(
+            images_per_s=figure.images_per_s,
+            low=figure.low,
+            high=figure.high,
+            relative=figure.relative,
+            spread=figure.spread,
+            trustworthy=figure.trustworthy,
+        )
+    record = Confirmation(
+        measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        device=device_label(profiler.device),
+        batch_size=batch,
+        rounds=rounds,
+        baseline_images_per_s=baseline,
+        trials=stored_trials,
     )
+    study.set_user_attr(Confirmation.KEY, record.to_attr())
     return confirmed

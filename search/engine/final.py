@@ -32,7 +32,7 @@ from nas.search.engine.stored import candidate_plans, deploy_as_trial, trial_pla
 from nas.search.engine.study import JoinedStudy
 from nas.search.hardware import HardwareProfiler
 from nas.search.nets import build_plan
-from nas.search.records import StudyAttr
+from nas.search.records import FinalFigures, FinalTraining
 from nas.search.space import AugmentationSpec, Candidate, FinalSpec
 from nas.search.training import EpochCheckpoint, evaluate, precision_policy, train_and_evaluate, train_compressed
 from nas.storage import default_artifact_root, own_folder, safe_name, sha256_file, study_lock
@@ -122,7 +122,7 @@ def train_final(
     *,
     trials: list[int] | None = None,
     again: bool = False,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, FinalFigures]:
     """Train, score and keep each chosen trial; returns every trial's final figures. Under the
     study's lock for it: two `nas train` of one study never train one trial twice at once."""
     name = joined.study.study_name
@@ -139,7 +139,7 @@ def _train_final(
     make_start: Callable[[Dataset], Start],
     asked: list[int] | None,
     again: bool,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, FinalFigures]:
     space, options = joined.space, joined.options
     recipe_spec = space.spec.final
     chosen = choose(study, asked, recipe_spec.trials)
@@ -163,11 +163,11 @@ def _train_final(
         )
         recipe = final_recipe(recipe_spec, candidate, augmentation, start=start.name)
         held = figures.get(str(t.number))
-        if held and held["recipe"] == recipe and not again:
-            if not Path(held["model"]).is_file():
+        if held and held.recipe == recipe and not again:
+            if not Path(held.model).is_file():
                 events.message(
                     f"trial {t.number}: final-trained with this recipe already (figures kept), but its model is not "
-                    f"at {held['model']}: `nas export` cannot export it until it is trained again"
+                    f"at {held.model}: `nas export` cannot export it until it is trained again"
                 )
             continue
         todo.append((t, candidate, recipe))
@@ -239,28 +239,26 @@ def _train_final(
             keras.backend.clear_session(free_memory=True)
         primary = cost.primary
         test_accuracy = deployed.accuracy if deployed.accuracy is not None else keras_test
-        figures[str(t.number)] = {
-            "recipe": recipe,
-            "test_accuracy": round(test_accuracy, 6),
-            "keras_test_accuracy": round(keras_test, 6),
-            "search_accuracy": t.values[names.index("accuracy")] if "accuracy" in names else None,
-            "history": {k: [round(v, 5) for v in vs] for k, vs in result.history.items()},
-            "seconds": round(sum(result.history["seconds"]), 1),
-            "throughput": round(primary.images_per_s, 2),
-            "throughput_low": primary.low,
-            "throughput_high": primary.high,
-            "device": cost.device.get("name"),
-            "model": str(model_file),
-            "sha256": sha256_file(model_file),
-        }
-        study.set_user_attr(
-            StudyAttr.FINAL,
-            {"trained_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "trials": figures},
+        figures[str(t.number)] = FinalFigures(
+            recipe=recipe,
+            test_accuracy=round(test_accuracy, 6),
+            keras_test_accuracy=round(keras_test, 6),
+            search_accuracy=t.values[names.index("accuracy")] if "accuracy" in names else None,
+            history={k: [round(v, 5) for v in vs] for k, vs in result.history.items()},
+            seconds=round(sum(result.history["seconds"]), 1),
+            throughput=round(primary.images_per_s, 2),
+            throughput_low=primary.low,
+            throughput_high=primary.high,
+            device=cost.device.get("name"),
+            model=str(model_file),
+            sha256=sha256_file(model_file),
         )
+        record = FinalTraining(trained_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), trials=figures)
+        study.set_user_attr(FinalTraining.KEY, record.to_attr())
         checkpoint.remove()
         events.message(
             f"trial {t.number}: test accuracy {test_accuracy:.4f} after {candidate.epochs} epochs "
-            f"({figures[str(t.number)]['seconds']:.0f} s), {primary.images_per_s:,.0f} images/s"
+            f"({figures[str(t.number)].seconds:.0f} s), {primary.images_per_s:,.0f} images/s"
         )
     return figures
 
@@ -270,9 +268,9 @@ def final_model_file(study: optuna.Study, number: int) -> Path | None:
     held = final_figures(study).get(str(number))
     if not held:
         return None
-    path = Path(held["model"])
+    path = Path(held.model)
     if not path.is_file():
         raise NasError(f"the final-trained model of trial {number} is missing at {path}; run `nas train` again")
-    if sha256_file(path) != held["sha256"]:
+    if sha256_file(path) != held.sha256:
         raise NasError(f"the final-trained model of trial {number} at {path} does not match its recorded hash")
     return path

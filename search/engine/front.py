@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.search.records import StudyAttr, TrialAttr
+from nas.search.records import Confirmation, ConfirmedFigure, FinalFigures, FinalTraining, StudyAttr, TrialAttr
 
 NOISY = "throughput"  # the objective measured with an interval
 
@@ -91,8 +91,16 @@ def dominated_by(
     return done[int(hits[0])] if hits.size else None
 
 
-def confirmed(study: optuna.Study) -> dict[str, dict[str, Any]]:
-    return (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
+def confirmation(study: optuna.Study) -> Confirmation | None:
+    """The front's throughput measured again after the search (`nas pareto --confirm`): when,
+    where, how, and the figures; None when it never was."""
+    return Confirmation.from_attr(study.user_attrs.get(Confirmation.KEY))
+
+
+def confirmed(study: optuna.Study) -> dict[str, ConfirmedFigure]:
+    """The confirmed figures by trial number (a string); empty when none."""
+    record = confirmation(study)
+    return record.trials if record else {}
 
 
 def finetuned(study: optuna.Study) -> dict[str, dict[str, Any]]:
@@ -100,7 +108,8 @@ def finetuned(study: optuna.Study) -> dict[str, dict[str, Any]]:
     return (study.user_attrs.get(StudyAttr.FINETUNED) or {}).get("trials") or {}
 
 
-def final_figures(study: optuna.Study) -> dict[str, dict[str, Any]]:
+def final_figures(study: optuna.Study) -> dict[str, FinalFigures]:
     """`nas train`'s figures by trial number (a string): test accuracy, throughput measured
     again, the recipe and the kept model; empty when nothing was final-trained."""
-    return (study.user_attrs.get(StudyAttr.FINAL) or {}).get("trials") or {}
+    record = FinalTraining.from_attr(study.user_attrs.get(FinalTraining.KEY))
+    return record.trials if record else {}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from nas.search.engine.evaluation import Evaluation
     from nas.search.engine.final import Start
     from nas.search.engine.study import JoinedStudy
+    from nas.search.records import FinalFigures
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class Strategy:
         trials: list[int] | None = None,
         scratch: bool = False,
         again: bool = False,
-    ) -> dict[str, Any]:
+    ) -> dict[str, FinalFigures]:
         """`nas train`: the front (or `trials`) trained with the space's final recipe and
         scored on the test set (engine/final.py)."""
         from nas.search.engine.final import train_final

@@ -26,6 +26,7 @@ from nas.search.data import Dataset, load_dataset
 from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import (
+    confirmation,
     final_figures,
     final_model_file,
     finetuned,
@@ -38,7 +39,7 @@ from nas.search.engine import (
     trial_plans,
 )
 from nas.search.nets import build_plan
-from nas.search.records import ExportFormat, QuantizeMode, StudyAttr, TrialAttr, choices
+from nas.search.records import ExportFormat, FinalFigures, QuantizeMode, TrialAttr, choices
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace
 from nas.search.training import precision_policy, train_compressed
@@ -269,10 +270,8 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
         tuned = tuned_figures.get(str(t.number))
         kept = "loading weights"
         if (trained := final.get(str(t.number))) is not None:
-            epochs = trained["recipe"]["epochs"]
-            kept += (
-                f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained['test_accuracy']:.4f})"
-            )
+            epochs = trained.epochs
+            kept += f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained.test_accuracy:.4f})"
         elif tuned and tuned["weights_kept"]:
             kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"
         say(f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else kept}")
@@ -290,11 +289,18 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     return manifest, manifest["verdict"]
 
 
-def _final_summary(trained: dict[str, Any] | None, retrained: bool) -> dict[str, Any] | None:
+def _final_summary(trained: FinalFigures | None, retrained: bool) -> dict[str, Any] | None:
     if trained is None or retrained:
         return None
-    keep = ("test_accuracy", "keras_test_accuracy", "throughput", "throughput_low", "throughput_high", "device")
-    return {"recipe": trained["recipe"], **{k: trained.get(k) for k in keep}}
+    return {
+        "recipe": trained.recipe,
+        "test_accuracy": trained.test_accuracy,
+        "keras_test_accuracy": trained.keras_test_accuracy,
+        "throughput": trained.throughput,
+        "throughput_low": trained.throughput_low,
+        "throughput_high": trained.throughput_high,
+        "device": trained.device,
+    }
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
@@ -387,12 +393,20 @@ def _export_one(
 def _confirmed_throughput(study: optuna.Study, number: int) -> dict[str, Any] | None:
     """The trial's throughput measured again after the search (`nas pareto --confirm`), with
     when and where; None when it was not confirmed."""
-    confirmed = study.user_attrs.get(StudyAttr.CONFIRMED) or {}
-    figure = (confirmed.get("trials") or {}).get(str(number))
-    if figure is None:
+    record = confirmation(study)
+    figure = record.trials.get(str(number)) if record else None
+    if record is None or figure is None:
         return None
-    context = {k: confirmed.get(k) for k in ("measured_at", "device", "batch_size", "rounds")}
-    return {k: figure.get(k) for k in ("images_per_s", "low", "high", "trustworthy")} | context
+    return {
+        "images_per_s": figure.images_per_s,
+        "low": figure.low,
+        "high": figure.high,
+        "trustworthy": figure.trustworthy,
+        "measured_at": record.measured_at,
+        "device": record.device,
+        "batch_size": record.batch_size,
+        "rounds": record.rounds,
+    }
 
 
 def _manifest(

@@ -68,14 +68,14 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
         record["overlaps"] = sorted(
             n for n, other in intervals.items() if n != t.number and mine and other and overlap(mine, other)
         )
-        again = measured.get(str(t.number)) or {}
-        record["confirmed_throughput"] = again.get("images_per_s")
-        record["confirmed_low"], record["confirmed_high"] = again.get("low"), again.get("high")
+        again = measured.get(str(t.number))
+        record["confirmed_throughput"] = again.images_per_s if again else None
+        record["confirmed_low"], record["confirmed_high"] = (again.low, again.high) if again else (None, None)
         record["finetuned_accuracy"] = (tuned.get(str(t.number)) or {}).get("accuracy")
-        trained = final.get(str(t.number)) or {}  # `nas train`: the only figures that read the test set
-        record["test_accuracy"] = trained.get("test_accuracy")
-        record["final_throughput"] = trained.get("throughput")
-        record["final_epochs"] = (trained.get("recipe") or {}).get("epochs")
+        trained = final.get(str(t.number))  # `nas train`: the only figures that read the test set
+        record["test_accuracy"] = trained.test_accuracy if trained else None
+        record["final_throughput"] = trained.throughput if trained else None
+        record["final_epochs"] = trained.epochs if trained else None
         records.append(record)
     first = objective_names(study)[0]
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE

@@ -24,7 +24,7 @@ from optuna.visualization import plot_param_importances
 from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
-from nas.search.engine import final_figures, noise_aware_front, objective_names, throughput_interval
+from nas.search.engine import confirmed, final_figures, noise_aware_front, objective_names, throughput_interval
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 from nas.search.results.summaries import stopped_early_line
@@ -138,19 +138,19 @@ def pareto_figure(study: optuna.Study) -> Any:
                 error_y=error_bars(trials, "y") if noisy else None,
             )
         )
-    confirmed = (study.user_attrs.get(StudyAttr.CONFIRMED) or {}).get("trials") or {}
-    shown = [t for t in groups[front_label] + groups[noise_label] if str(t.number) in confirmed]
+    measured = confirmed(study)
+    shown = [t for t in groups[front_label] + groups[noise_label] if str(t.number) in measured]
     if shown and "throughput" in (x_name, y_name):
-        figure = {t.number: confirmed[str(t.number)] for t in shown}
+        figure = {t.number: measured[str(t.number)].images_per_s for t in shown}
         on_x = x_name == "throughput"
         fig.add_trace(
             go.Scatter(
-                x=[figure[t.number]["images_per_s"] if on_x else x_of(t) for t in shown],
-                y=[t.values[yi] if on_x else figure[t.number]["images_per_s"] for t in shown],
+                x=[figure[t.number] if on_x else x_of(t) for t in shown],
+                y=[t.values[yi] if on_x else figure[t.number] for t in shown],
                 mode="markers",
                 name=f"confirmed after the search ({len(shown)})",
                 marker={"color": "#2ca02c", "size": 9, "symbol": "diamond"},
-                text=[f"trial {t.number}: confirmed {figure[t.number]['images_per_s']:,.0f} img/s" for t in shown],
+                text=[f"trial {t.number}: confirmed {figure[t.number]:,.0f} img/s" for t in shown],
                 hovertemplate="%{text}<extra></extra>",
             )
         )
@@ -161,14 +161,13 @@ def pareto_figure(study: optuna.Study) -> Any:
         on_x = x_name == "throughput"
         fig.add_trace(
             go.Scatter(
-                x=[f["throughput"] if on_x else f["test_accuracy"] for _, f in tested],
-                y=[f["test_accuracy"] if on_x else f["throughput"] for _, f in tested],
+                x=[f.throughput if on_x else f.test_accuracy for _, f in tested],
+                y=[f.test_accuracy if on_x else f.throughput for _, f in tested],
                 mode="markers",
                 name=f"final-trained, test accuracy ({len(tested)})",
                 marker={"color": "#9467bd", "size": 10, "symbol": "star"},
                 text=[
-                    f"trial {n}: test accuracy {f['test_accuracy']:.4f} after {f['recipe']['epochs']} epochs, "
-                    f"{f['throughput']:,.0f} img/s"
+                    f"trial {n}: test accuracy {f.test_accuracy:.4f} after {f.epochs} epochs, {f.throughput:,.0f} img/s"
                     for n, f in tested
                 ],
                 hovertemplate="%{text}<extra></extra>",
@@ -287,7 +286,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             )
             row.update(zip(objective_names(study), t.values, strict=True))
             if (trained := final.get(str(t.number))) is not None:
-                row["test accuracy (final)"] = trained["test_accuracy"]
+                row["test accuracy (final)"] = trained.test_accuracy
         elif t.user_attrs.get(TrialAttr.EARLY_STOPPED):  # stopped at a rung: what was known there
             at = t.user_attrs[TrialAttr.EARLY_STOPPED]
             row["state"] = f"stopped early (rung {at['rung']}, epoch {at['epoch']})"

@@ -19,11 +19,11 @@ import importlib
 from typing import TYPE_CHECKING
 
 from nas.errors import NasError
-from nas.search.strategies.settings import StrategySettings
 
 if TYPE_CHECKING:
     from nas.search.engine import Strategy
     from nas.search.space import SearchSpace
+    from nas.search.strategies.settings import StrategySettings
 
 DEFAULT = "trials"  # what a study stored before strategies existed was searched with
 
@@ -76,6 +76,16 @@ def strategy(name: str) -> Strategy:
 
 def strategy_for(space: SearchSpace) -> Strategy:
     return strategy(space.spec.search.strategy)
+
+
+def __getattr__(name: str) -> object:
+    # The base of a strategy's space part loads pydantic: imported when asked for, so that the
+    # CLI reads the registry's names (its help) without it.
+    if name == "StrategySettings":
+        from nas.search.strategies.settings import StrategySettings
+
+        return StrategySettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

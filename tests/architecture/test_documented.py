@@ -1,10 +1,13 @@
 """docs/architecture.md stays true: every stored value of search/records.py is documented under
-its own vocabulary, every strategy is named, and every file and module it names is there (so a
-moved module cannot stay documented where it was)."""
+its own vocabulary and every field of its typed records in its key's row, every strategy is
+named, and every file and module it names is there (so a moved module cannot stay documented
+where it was)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from enum import StrEnum
 from pathlib import Path
 
@@ -61,6 +64,62 @@ def test_every_stored_value_is_documented_under_its_class(cls: type[StrEnum]) ->
     text = set(INLINE.findall(_vocabulary_text(cls)))
     missing = [member.value for member in cls if member.value not in text]
     assert not missing, f"docs/architecture.md documents no {cls.__name__} value {missing} (as `value`)"
+
+
+# Every dataclass records.py defines: the typed study records, each stored under its KEY, and
+# the figures they hold.
+RECORDS = sorted(
+    (
+        value
+        for value in vars(records).values()
+        if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == records.__name__
+    ),
+    key=lambda cls: cls.__name__,
+)
+STORED_RECORDS = [cls for cls in RECORDS if "KEY" in vars(cls)]
+
+
+def _held(cls: type) -> list[type]:
+    """`cls` and every records.py dataclass its fields hold, in dicts, lists or unions, at any depth."""
+    found = [cls]
+    for hint in typing.get_type_hints(cls).values():
+        inner = [hint]
+        while inner:
+            t = inner.pop()
+            inner.extend(typing.get_args(t))
+            if t in RECORDS and t not in found:
+                found.extend(c for c in _held(t) if c not in found)
+    return found
+
+
+def _row(key: str) -> str:
+    """The row of a stored key in one of "Stored names"' tables."""
+    rows = [line for line in STORED.splitlines() if line.startswith(f"| `{key}` |")]
+    assert len(rows) == 1, f"docs/architecture.md's Stored names has {len(rows)} rows for `{key}`"
+    return rows[0]
+
+
+def test_records_defines_the_records_this_test_reads() -> None:
+    names = {cls.__name__ for cls in STORED_RECORDS}
+    assert {"Confirmation", "FinalTraining"} <= names
+    held = {c.__name__ for cls in STORED_RECORDS for c in _held(cls)}
+    assert {"ConfirmedFigure", "FinalFigures"} <= held
+
+
+def test_every_record_is_stored_under_a_key_or_held_by_one() -> None:
+    held = {c for cls in STORED_RECORDS for c in _held(cls)}
+    assert not [cls.__name__ for cls in RECORDS if cls not in held]
+    assert all(isinstance(vars(cls)["KEY"], records.StudyAttr) for cls in STORED_RECORDS)
+
+
+@pytest.mark.parametrize("cls", STORED_RECORDS, ids=lambda cls: cls.__name__)
+def test_every_field_of_a_stored_record_is_documented_in_its_key_s_row(cls: type) -> None:
+    key = vars(cls)["KEY"]
+    named = set(INLINE.findall(_row(key)))
+    missing = [f"{c.__name__}.{f.name}" for c in _held(cls) for f in dataclasses.fields(c) if f.name not in named]
+    assert not missing, f"docs/architecture.md's row of `{key}` does not name {missing} (as `field`)"
+    unnamed = [c.__name__ for c in _held(cls) if c.__name__ not in named]
+    assert not unnamed, f"docs/architecture.md's row of `{key}` does not name the types {unnamed}"
 
 
 def test_every_strategy_is_named_where_adding_one_is_described() -> None:

@@ -7,9 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
+
+from nas.search.records import FinalFigures, FinalTraining
 
 from .package import benchmark
 
@@ -45,6 +48,25 @@ def test_the_clock_starts_when_the_search_piece_started() -> None:
         module.clock_start("fashion_trials_s1", [], first)
 
 
+def _final_trained(*, test_accuracy: float, throughput: float) -> dict[str, Any]:
+    """A `final` record as `nas train` stores it, its trial 0 trained to these figures."""
+    figures = FinalFigures(
+        recipe={"epochs": 1},
+        test_accuracy=test_accuracy,
+        keras_test_accuracy=test_accuracy,
+        search_accuracy=None,
+        history={"loss": [1.0], "accuracy": [0.5], "seconds": [1.0]},
+        seconds=1.0,
+        throughput=throughput,
+        throughput_low=None,
+        throughput_high=None,
+        device=None,
+        model="trial-0.keras",
+        sha256="0" * 64,
+    )
+    return FinalTraining(trained_at="2026-12-06T13:00:00+00:00", trials={"0": figures}).to_attr()
+
+
 def _study(storage: str, name: str, start: dt.datetime, trials: list[tuple[int, float, float]]) -> optuna.Study:
     study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "maximize"])
     for seconds, accuracy, speed in trials:
@@ -70,7 +92,7 @@ def test_the_supernet_is_timed_against_the_trials_study_of_its_seed(
     began = start.timestamp()
     found = [(600, 0.90, 4000), (3000, 0.85, 9000)]
     trials = _study(f"sqlite:///{work / 'fashion.db'}", module.TRIALS_STUDY, start, found)
-    trials.set_user_attr("final", {"trials": {"0": {"test_accuracy": 0.92, "throughput": 4100.0}}})
+    trials.set_user_attr("final", _final_trained(test_accuracy=0.92, throughput=4100.0))
     supernet_db = f"sqlite:///{here / 'supernet.db'}"
     _study(supernet_db, "fashion_supernet_s0", start, [(1900, 0.91, 5000), (2000, 0.86, 12000)])
     _study(supernet_db, "fashion_supernet_s1", start, [(3500, 0.80, 2000)])

@@ -100,3 +100,15 @@ def test_the_guide_s_adding_a_strategy_names_what_the_test_strategy_took() -> No
     assert files == ["__init__.py", "settings.py", "strategy.py"]
     for name in ("settings.py", "strategy.py", "SETTINGS", "STRATEGY", "REGISTRY", "register"):
         assert re.search(rf"`[^`]*{re.escape(name)}[^`]*`", section), f"Adding a strategy does not name {name}"
+
+
+def test_the_command_line_s_help_and_the_schema_name_the_registered_strategies(flops: None, tmp_path: Path) -> None:
+    from nas.search import strategies
+    from nas.search.space import space_schema
+
+    shown = run_cli("search", "--help", cwd=tmp_path)
+    assert "search.strategy: trials, supernet, flops." in " ".join(shown.stdout.split())
+    search = space_schema().model_fields["search"].annotation
+    assert search is not None
+    described = search.model_fields["strategy"].description or ""
+    assert all(f"{name}: " in described for name in strategies.names())
