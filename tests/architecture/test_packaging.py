@@ -1,0 +1,20 @@
+"""Every package folder is installed: pyproject's explicit `packages` list names each one, so a
+plain (not editable) install carries every room and strategy."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ROOTS = {"nas": REPO / "nas", "nas.search": REPO / "search", "nas.storage": REPO / "storage"}
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join([root, *init.parent.relative_to(folder).parts])
+        for root, folder in ROOTS.items()
+        for init in folder.rglob("__init__.py")
+    }
+    assert found <= listed, f"not installed by a plain pip install: {sorted(found - listed)}"
