@@ -235,10 +235,23 @@ def sample_cmd(
     )
     if report["constraints"]:
         out.print("Constraints: " + ", ".join(f"{k} {v}" for k, v in report["constraints"].items()), highlight=False)
-    columns = ("layer", "in", "hidden", "out", "kernel", "stride", "se", "activation", "residual", "size", "params")
+    columns = (
+        "layer",
+        "block",
+        "in",
+        "hidden",
+        "out",
+        "kernel",
+        "stride",
+        "se",
+        "activation",
+        "residual",
+        "size",
+        "params",
+    )
     table = Table()
     for column in columns:
-        table.add_column(column, justify="left" if column in ("layer", "activation") else "right")
+        table.add_column(column, justify="left" if column in ("layer", "block", "activation") else "right")
     for row in report["layers"]:
         table.add_row(*(escape(_cell(row.get(c))) for c in columns))
     out.print(table)

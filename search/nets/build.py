@@ -56,14 +56,18 @@ def _squeeze_excite(x: Any, b: BlockPlan, net: NetworkPlan) -> Any:
 def _block(x: Any, b: BlockPlan, net: NetworkPlan) -> Any:
     n = b.layers
     shortcut = x
-    if b.expand:
-        x = _conv_bn(x, b.hidden, 1, 1, n.expand, b.activation)
-    x = layers.DepthwiseConv2D(b.kernel, strides=b.stride, padding="same", use_bias=False, name=n.dw.conv)(x)
-    x = layers.Activation(b.activation, name=n.dw.act)(_bn(x, n.dw.bn))
+    if b.fused:
+        x = _conv_bn(x, b.hidden, b.kernel, b.stride, n.fused, b.activation)
+    else:
+        if b.expand:
+            x = _conv_bn(x, b.hidden, 1, 1, n.expand, b.activation)
+        x = layers.DepthwiseConv2D(b.kernel, strides=b.stride, padding="same", use_bias=False, name=n.dw.conv)(x)
+        x = layers.Activation(b.activation, name=n.dw.act)(_bn(x, n.dw.bn))
     if b.se_ch:
         x = _squeeze_excite(x, b, net)
-    # Linear bottleneck: no activation after the projection.
-    x = _conv_bn(x, b.out_ch, 1, 1, n.project, None)
+    if b.projects:
+        # Linear bottleneck: no activation after the projection.
+        x = _conv_bn(x, b.out_ch, 1, 1, n.project, None)
     if b.residual:
         if b.drop_rate > 0:
             x = layers.Dropout(b.drop_rate, noise_shape=(None, 1, 1, 1), name=n.drop)(x)

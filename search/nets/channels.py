@@ -1,5 +1,5 @@
-"""Channel pruning that removes filters: the expanded (hidden) channels of each inverted
-residual block are cut to (1 - sparsity) of their width, keeping those with the largest L1
+"""Channel pruning that removes filters: the expanded (hidden) channels of each block (MBConv
+or fused) are cut to (1 - sparsity) of their width, keeping those with the largest L1
 norm (Li et al. 2017), and a smaller network is built and given the kept weights.
 
 Hidden channels are internal to a block (the residual path never sees them), so removing

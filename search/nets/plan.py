@@ -51,6 +51,7 @@ class BlockLayers:
 
     expand: ConvBN
     dw: ConvBN
+    fused: ConvBN  # a fused block's regular kxk convolution
     se_pool: str
     se_reduce: str
     se_expand: str
@@ -64,6 +65,7 @@ class BlockLayers:
         return cls(
             expand=ConvBN.named(f"{block}_expand", activation),
             dw=ConvBN(f"{block}_dw", f"{block}_dw_bn", f"{block}_dw_{activation}"),
+            fused=ConvBN.named(f"{block}_fused", activation),
             se_pool=f"{block}_se_pool",
             se_reduce=f"{block}_se_reduce",
             se_expand=f"{block}_se_expand",
@@ -76,8 +78,8 @@ class BlockLayers:
     def kernel_kinds(self) -> dict[str, str]:
         """The layers with a kernel and their layer kind, what a space's `pruning.exclude`
         names them by."""
-        kinds = {self.expand.conv: "expand", self.dw.conv: "depthwise", self.se_reduce: "se", self.se_expand: "se"}
-        return {**kinds, self.project.conv: "project"}
+        kinds = {self.expand.conv: "expand", self.dw.conv: "depthwise", self.fused.conv: "fused"}
+        return {**kinds, self.se_reduce: "se", self.se_expand: "se", self.project.conv: "project"}
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,8 @@ def _bn_spans(layer: str) -> tuple[Span, ...]:
 
 
 def layer_kind(name: str) -> str:
-    """The kind of a built network's kernel layer (stem, expand, depthwise, se, project, head,
-    classifier), read back from its name: what pruning's `exclude` is matched against."""
+    """The kind of a built network's kernel layer (stem, expand, depthwise, fused, se, project,
+    head, classifier), read back from its name: what pruning's `exclude` is matched against."""
     # Unstructured pruning is handed a model, not its plan: the block is read from the name's
     # first part (block names hold no "_"), the kind from that block's names.
     if name.startswith("stem"):
@@ -132,11 +134,22 @@ def repeats(depth: int, multiplier: float) -> int:
     return max(1, math.ceil(round(depth * multiplier, 6)))
 
 
+def block_name(stage: int, index: int, block: str) -> str:
+    """`s2b0` for an MBConv block, `s2f0` for a fused one: the two types of one position hold
+    different weights (a supernet keeps both), so their layers are named apart. No "_" in it."""
+    return f"s{stage}{'f' if block == 'fused' else 'b'}{index}"
+
+
 @dataclass(frozen=True)
 class BlockPlan:
+    """One block. MBConv: 1x1 expansion (when `expand`), kxk depthwise, SE, 1x1 projection.
+    Fused: a regular kxk convolution to the hidden width, SE, 1x1 projection; without `expand`
+    the kxk convolution goes straight to the output width (with its activation) and there is
+    no projection, as in EfficientNetV2 and timm."""
+
     name: str
     in_ch: int
-    hidden: int  # == in_ch when there is no expansion convolution
+    hidden: int  # mbconv: == in_ch without expansion; fused: == out_ch without expansion
     out_ch: int
     kernel: int
     stride: int
@@ -145,7 +158,17 @@ class BlockPlan:
     residual: bool
     drop_rate: float  # stochastic depth of the residual branch
     in_size: int  # spatial size of the block's input
-    expand: bool = True  # False: no expansion convolution (expansion 1), hidden == in_ch
+    expand: bool = True  # False: expansion 1 (mbconv: no expansion convolution; fused: no projection)
+    block: str = "mbconv"
+
+    @property
+    def fused(self) -> bool:
+        return self.block == "fused"
+
+    @property
+    def projects(self) -> bool:
+        """Whether the block ends in a 1x1 projection (all but a fused block of expansion 1)."""
+        return not self.fused or self.expand
 
     @property
     def out_size(self) -> int:
@@ -158,10 +181,12 @@ class BlockPlan:
     def layer_names(self) -> tuple[str, ...]:
         """The names of the layers this block has, in the order the builder adds them."""
         n = self.layers
-        names = [*(n.expand.names() if self.expand else ()), *n.dw.names()]
+        convs = n.fused.names() if self.fused else (*(n.expand.names() if self.expand else ()), *n.dw.names())
+        names = list(convs)
         if self.se_ch:
             names += [n.se_pool, n.se_reduce, n.se_expand, n.se_scale]
-        names += n.project.names()
+        if self.projects:
+            names += n.project.names()
         if self.residual:
             names += [n.drop, n.add] if self.drop_rate > 0 else [n.add]
         return tuple(names)
@@ -172,22 +197,17 @@ class BlockPlan:
         return {name: kind for name, kind in self.layers.kernel_kinds().items() if name in names}
 
     def hidden_group(self) -> ChannelGroup | None:
-        """The expanded channels, from the expansion convolution through the depthwise one
-        (and squeeze-and-excitation) to the projection's input; None without an expansion,
-        where the hidden channels are the block's input, tied to the residual stream."""
+        """The expanded channels, from the expansion (or fused) convolution through the
+        depthwise one (and squeeze-and-excitation) to the projection's input; None without an
+        expansion, where they are the block's input or output, tied to the residual stream."""
         if not self.expand:
             return None
         n = self.layers
-        consumer, producer = Span(n.project.conv, 0, 2), Span(n.expand.conv, 0, 3)
+        first = n.fused if self.fused else n.expand
+        consumer, producer = Span(n.project.conv, 0, 2), Span(first.conv, 0, 3)
         se = (Span(n.se_reduce, 0, 2), Span(n.se_expand, 0, 3), Span(n.se_expand, 1, 0)) if self.se_ch else ()
-        spans = (
-            consumer,
-            producer,
-            *_bn_spans(n.expand.bn),
-            Span(n.dw.conv, 0, 2),
-            *_bn_spans(n.dw.bn),
-            *se,
-        )
+        dw = () if self.fused else (Span(n.dw.conv, 0, 2), *_bn_spans(n.dw.bn))
+        spans = (consumer, producer, *_bn_spans(first.bn), *dw, *se)
         return ChannelGroup(f"{self.name}/hidden", self.hidden, spans, producer, consumer)
 
     def se_group(self) -> ChannelGroup | None:
@@ -204,17 +224,23 @@ class BlockPlan:
 
     def params(self) -> int:
         # Convolutions have no bias before a BatchNormalization; BN holds 4 numbers per channel.
-        n = (self.in_ch * self.hidden + 4 * self.hidden) if self.expand else 0
-        n += self.kernel * self.kernel * self.hidden + 4 * self.hidden
+        if self.fused:
+            n = self.kernel * self.kernel * self.in_ch * self.hidden + 4 * self.hidden
+        else:
+            n = (self.in_ch * self.hidden + 4 * self.hidden) if self.expand else 0
+            n += self.kernel * self.kernel * self.hidden + 4 * self.hidden
         if self.se_ch:
             n += self.hidden * self.se_ch + self.se_ch + self.se_ch * self.hidden + self.hidden
-        return n + self.hidden * self.out_ch + 4 * self.out_ch
+        return n + (self.hidden * self.out_ch + 4 * self.out_ch if self.projects else 0)
 
     def flops(self) -> int:
-        n = 2 * self.in_size**2 * self.in_ch * self.hidden if self.expand else 0
-        n += 2 * self.out_size**2 * self.kernel**2 * self.hidden
+        if self.fused:
+            n = 2 * self.out_size**2 * self.kernel**2 * self.in_ch * self.hidden
+        else:
+            n = 2 * self.in_size**2 * self.in_ch * self.hidden if self.expand else 0
+            n += 2 * self.out_size**2 * self.kernel**2 * self.hidden
         n += 4 * self.hidden * self.se_ch
-        return n + 2 * self.out_size**2 * self.hidden * self.out_ch
+        return n + (2 * self.out_size**2 * self.hidden * self.out_ch if self.projects else 0)
 
 
 @dataclass(frozen=True)
@@ -319,9 +345,12 @@ def plan_network(c: Candidate) -> NetworkPlan:
     in_ch = stem
     for si, stage in enumerate(c.stages):
         out_ch = make_divisible(stage.filters * w)
+        fused = stage.block == "fused"
         for b in range(repeats(stage.depth, c.depth_multiplier)):
             stride = stage.stride if b == 0 else 1
-            hidden = make_divisible(in_ch * stage.expansion) if stage.expansion != 1 else in_ch
+            # Without expansion the hidden width is the kxk convolution's: the input (mbconv's
+            # depthwise) or the output (fused).
+            hidden = make_divisible(in_ch * stage.expansion) if stage.expansion != 1 else out_ch if fused else in_ch
             se_ch = 0
             if stage.se and rules.gate is not None:
                 base = in_ch if rules.se_base == "input" else hidden
@@ -334,7 +363,7 @@ def plan_network(c: Candidate) -> NetworkPlan:
             residual = stride == 1 and in_ch == out_ch
             drop = c.drop_connect_rate * len(blocks) / total if residual else 0.0
             block = BlockPlan(
-                f"s{si}b{b}",
+                block_name(si, b, stage.block),
                 in_ch,
                 hidden,
                 out_ch,
@@ -346,6 +375,7 @@ def plan_network(c: Candidate) -> NetworkPlan:
                 drop,
                 size,
                 expand=stage.expansion != 1,
+                block=stage.block,
             )
             blocks.append(block)
             size, in_ch = block.out_size, out_ch

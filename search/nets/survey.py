@@ -151,6 +151,7 @@ def layer_rows(net: NetworkPlan) -> list[dict[str, Any]]:
         rows.append(
             {
                 "layer": b.name,
+                "block": b.block,
                 "in": b.in_ch,
                 "hidden": b.hidden,
                 "out": b.out_ch,

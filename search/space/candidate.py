@@ -18,6 +18,7 @@ class StagePlan:
     se: bool
     se_ratio: float = STAGE_DEFAULTS["se_ratio"]
     activation: str = "relu6"
+    block: str = STAGE_DEFAULTS["block"]
 
 
 @dataclass(frozen=True)

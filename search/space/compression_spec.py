@@ -14,7 +14,7 @@ from nas.search.space.params import Check, Kind, Param, between, one_of
 PRUNING_METHODS = ["none", "magnitude", "n_m", "channel"]
 QUANTIZATION = [mode.value for mode in QuantizeMode]
 # Layer kinds of the networks (by the builder's layer names) that pruning can skip.
-LayerKind = Literal["stem", "expand", "depthwise", "se", "project", "head", "classifier"]
+LayerKind = Literal["stem", "expand", "depthwise", "fused", "se", "project", "head", "classifier"]
 DEFAULT_EXCLUDE: list[LayerKind] = ["stem", "depthwise", "se", "classifier"]
 
 COMPRESSION_FIELDS: dict[str, tuple[Kind, Check | None]] = {

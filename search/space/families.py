@@ -27,6 +27,9 @@ FAMILIES: dict[str, FamilyRules] = {
     "mobilenet_v3": FamilyRules("hard_swish", "hard_sigmoid", "relu", "hidden", 0.0, 1280, False, "at_least"),
     # EfficientNet (Tan & Le 2019): swish, SE on the block's input width, stochastic depth.
     "efficientnet": FamilyRules("swish", "sigmoid", None, "input", 0.2, 0, True, "scaled"),
+    # EfficientNetV2 (Tan & Le 2021): EfficientNet's rules; its early stages are Fused-MBConv
+    # (`block: fused`), which a space file says per stage.
+    "efficientnet_v2": FamilyRules("swish", "sigmoid", None, "input", 0.2, 0, True, "scaled"),
     # EfficientNet-Lite: no SE, ReLU6, stem and head kept fixed (quantizes well).
     "efficientnet_lite": FamilyRules("relu6", None, None, "input", 0.2, 0, False, "fixed"),
 }

@@ -10,12 +10,17 @@ from pydantic import BeforeValidator, Field, model_validator
 from nas.search.space.base import Spec, fixed, parsed
 from nas.search.space.params import Check, Kind, Param, between, one_of, parse_param, shown
 
-Family = Literal["mobilenet_v2", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
+Family = Literal["mobilenet_v2", "mobilenet_v3", "efficientnet", "efficientnet_v2", "efficientnet_lite"]
 ACTIVATIONS = ["relu", "relu6", "swish", "hard_swish"]
+# mbconv: 1x1 expansion, depthwise kxk, 1x1 projection (MobileNetV2). fused: one regular kxk
+# convolution that expands, then the 1x1 projection (EfficientNetV2's Fused-MBConv): more
+# arithmetic per byte moved, so faster on CPUs and GPUs at small maps.
+BLOCK_TYPES = ["mbconv", "fused"]
 
 # Kind and domain check of every parameter a stage can set; `shared:` takes the same ones
 # except filters and stride, which only make sense per stage.
 STAGE_FIELDS: dict[str, tuple[Kind, Check | None]] = {
+    "block": ("str", one_of(BLOCK_TYPES)),
     "filters": ("int", between(1, 4096)),
     "stride": ("int", one_of([1, 2])),
     "depth": ("int", between(1, 16)),
@@ -27,7 +32,15 @@ STAGE_FIELDS: dict[str, tuple[Kind, Check | None]] = {
 }
 SHARED_FIELDS = [f for f in STAGE_FIELDS if f not in ("filters", "stride")]
 # What a stage gets for a parameter that neither it nor `shared:` sets (activation: the model's).
-STAGE_DEFAULTS: dict[str, Any] = {"stride": 1, "depth": 1, "kernel": 3, "expansion": 6.0, "se": False, "se_ratio": 0.25}
+STAGE_DEFAULTS: dict[str, Any] = {
+    "block": "mbconv",
+    "stride": 1,
+    "depth": 1,
+    "kernel": 3,
+    "expansion": 6.0,
+    "se": False,
+    "se_ratio": 0.25,
+}
 
 # What a global parameter is when a `when:` condition switches it off (activation and
 # resolution come from the family and the dataset).
@@ -36,6 +49,8 @@ GLOBAL_OFF: dict[str, Any] = {
     "depth_multiplier": 1.0,
     "dropout": 0.0,
     "drop_connect_rate": 0.0,
+    "stem_filters": 32,
+    "head_hidden": 0,
 }
 GLOBAL_FIELDS: dict[str, tuple[Kind, Check | None]] = {
     "width_multiplier": ("float", between(0.1, 4.0)),
@@ -43,6 +58,8 @@ GLOBAL_FIELDS: dict[str, tuple[Kind, Check | None]] = {
     "resolution": ("int", between(8, 1024)),
     # 1 keeps a small image's detail through the stem (28x28 Fashion-MNIST) at 4x the cost.
     "stem_stride": ("int", one_of([1, 2])),
+    "stem_filters": ("int", between(1, 4096)),
+    "head_hidden": ("int", between(0, 8192)),
     "activation": ("str", one_of(ACTIVATIONS)),
     "dropout": ("float", between(0.0, 0.9)),
     "drop_connect_rate": ("float", between(0.0, 0.9)),
@@ -60,11 +77,18 @@ def _global(field: str) -> BeforeValidator:
 class SharedSpec(Spec):
     """Parameters sampled once and used by every stage that does not set its own."""
 
+    block: Annotated[
+        Param | None,
+        _stage("block"),
+        Field(description="searchable: the block type, mbconv (depthwise-separable) or fused (default mbconv)"),
+    ] = None
     depth: Annotated[Param | None, _stage("depth"), Field(description="searchable: blocks per stage (default 1)")] = (
         None
     )
     kernel: Annotated[
-        Param | None, _stage("kernel"), Field(description="searchable: depthwise kernel size (default 3)")
+        Param | None,
+        _stage("kernel"),
+        Field(description="searchable: kernel size of the depthwise (mbconv) or fused convolution (default 3)"),
     ] = None
     expansion: Annotated[
         Param | None,
@@ -161,12 +185,14 @@ class ModelSpec(Spec):
     compound: CompoundSpec | None = Field(
         None, description="EfficientNet's compound scaling of depth, width and resolution"
     )
-    stem_filters: int = Field(
-        32,
-        ge=1,
-        le=4096,
-        description="channels of the stem's 3x3 convolution (x width_multiplier unless the family fixes the stem)",
-    )
+    stem_filters: Annotated[
+        Param,
+        _global("stem_filters"),
+        Field(
+            description="searchable: channels of the stem's 3x3 convolution "
+            "(x width_multiplier unless the family fixes the stem)"
+        ),
+    ] = Param("int", value=32)
     stem_stride: Annotated[
         Param,
         _global("stem_stride"),
@@ -178,7 +204,14 @@ class ModelSpec(Spec):
         le=8192,
         description="channels of the 1x1 convolution before pooling (x width_multiplier as the family says)",
     )
-    head_hidden: int | None = Field(None, ge=0, le=8192, description="mobilenet_v3's dense layer after pooling")
+    head_hidden: Annotated[
+        Param | None,
+        _global("head_hidden"),
+        Field(
+            description="searchable: units of a dense layer after pooling, 0 for none "
+            "(default: the family's, 1280 for mobilenet_v3, else 0)"
+        ),
+    ] = None
     shared: SharedSpec = Field(
         SharedSpec(), description="stage parameters sampled once, for the stages that do not set their own"
     )

@@ -74,6 +74,7 @@ class SearchSpace:
         globals_.setdefault("resolution", Param("int", value=self.spec.dataset.image_size))
         globals_.setdefault("activation", Param("str", value=rules.activation))
         globals_.setdefault("drop_connect_rate", Param("float", value=rules.drop_connect_rate))
+        globals_.setdefault("head_hidden", Param("int", value=rules.head_hidden))
         add({k: globals_[k] for k in GLOBAL_FIELDS}, lambda k: k)
         if m.compound is not None:
             out["phi"] = m.compound.phi
@@ -192,6 +193,7 @@ class SearchSpace:
                 se=bool(stage_value(i, "se")),
                 se_ratio=float(stage_value(i, "se_ratio")),
                 activation=str(stage_value(i, "activation")),
+                block=str(stage_value(i, "block")),
             )
             for i in range(len(m.stages))
         )
@@ -207,7 +209,7 @@ class SearchSpace:
             image_size=self.spec.dataset.image_size,
             channels=channels,
             width_multiplier=round(width, 6),
-            stem_filters=m.stem_filters,
+            stem_filters=int(get("stem_filters")),
             stem_stride=int(get("stem_stride")),
             head_filters=m.head_filters,
             dropout=float(get("dropout")),
@@ -223,7 +225,7 @@ class SearchSpace:
             resolution=resolution,
             activation=activation,
             drop_connect_rate=float(get("drop_connect_rate")),
-            head_hidden=rules.head_hidden if m.head_hidden is None else m.head_hidden,
+            head_hidden=int(get("head_hidden")),
             pruning=str(get("pruning.method")),
             sparsity=float(get("pruning.sparsity")),
             quantization=str(get("quantization")),
@@ -252,10 +254,11 @@ class SearchSpace:
                 del data["measure"]
         # The test set is read by `nas train` only: one can be added to a finished study.
         data.get("dataset", {}).pop("test_path", None)
-        stride = self.spec.model.stem_stride
-        if stride.fixed and "stem_stride" in data["model"]:
-            # A fixed stride was a plain number before it became searchable: studies made then resume.
-            data["model"]["stem_stride"] = stride.value
+        for name in ("stem_stride", "stem_filters", "head_hidden"):
+            param = getattr(self.spec.model, name)
+            if param is not None and param.fixed and name in data["model"]:
+                # A fixed one was a plain number before it became searchable: studies made then resume.
+                data["model"][name] = param.value
         if search := self._search_fingerprint():
             data["search"] = search
         return json.dumps(_plain(data), sort_keys=True)

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from ..helpers import QUICK_MEASURE, REPO, run_cli
 
-PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
+PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_v2", "efficientnet_lite"]
 
 
 @pytest.mark.slow

@@ -28,8 +28,8 @@ from nas.search.nets import (
 from nas.search.space import load_space
 from nas.search.training import prunable_kernels
 
-FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_lite"]
-LAYER_KINDS = ["stem", "expand", "depthwise", "se", "project", "head", "classifier"]
+FAMILY_PRESETS = ["mobilenet", "mobilenet_v3", "efficientnet", "efficientnet_v2", "efficientnet_lite"]
+LAYER_KINDS = ["stem", "expand", "depthwise", "fused", "se", "project", "head", "classifier"]
 
 
 def _plans(preset: str) -> list[NetworkPlan]:

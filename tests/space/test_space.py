@@ -112,7 +112,7 @@ BAD = [
         "model.stages.0.colour",
         "red",
         "model.stages[0].colour: unknown key "
-        "(allowed: depth, kernel, expansion, activation, se, se_ratio, filters, stride)",
+        "(allowed: block, depth, kernel, expansion, activation, se, se_ratio, filters, stride)",
     ),
     (
         "model.width_multiplier",

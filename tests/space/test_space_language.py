@@ -194,7 +194,7 @@ def test_units() -> None:
 LANGUAGE_BAD = [
     ("model.family", "resnet", "model.family: 'resnet': input should be 'mobilenet_v2'"),
     ("model.stages.0.kernel", 4, "model.stages[0].kernel: 4 is not one of [3, 5, 7]"),
-    ("model.shared.filters", 16, "model.shared.filters: unknown key (allowed: depth, kernel"),
+    ("model.shared.filters", 16, "model.shared.filters: unknown key (allowed: block, depth, kernel"),
     (
         "model.stages.1.se_ratio",
         {"choice": [0.1, 0.2], "when": {"se": "yes"}},
@@ -234,7 +234,7 @@ LANGUAGE_BAD = [
     ("model.stages.0.expansion", 0.5, "model.stages[0].expansion: 0.5 is not between 1 and 8"),
     ("model.stages.0.se_ratio", 1.5, "model.stages[0].se_ratio: 1.5 is not between 0.01 and 1"),
     ("model.depth_multiplier", {"choice": [1.0, 10]}, "model.depth_multiplier: 10.0 is not between 0.1 and 4"),
-    ("model.head_hidden", -1, "model.head_hidden: -1: input should be greater than or equal to 0"),
+    ("model.head_hidden", -1, "model.head_hidden: -1 is not between 0 and 8192"),
     ("model.num_classes", 5, "model.num_classes: 5, but the digits have 10 classes"),
     ("constraints.max_params", "3.5X", "constraints.max_params: expected a whole number or a figure such as 3.5M"),
     ("constraints.max_model_size", "big", "constraints.max_model_size: expected a whole number or a figure"),

@@ -32,6 +32,7 @@ from nas.search.nets import (
 )
 from nas.search.space import (
     PruningSpec,
+    StagePlan,
     load_space,
     space_from_dict,
 )
@@ -73,6 +74,11 @@ def digits() -> Dataset:
 def _candidate(**changes: object) -> object:
     space = space_from_dict(yaml.safe_load(SPACE))
     return dataclasses.replace(space.candidate({}, num_classes=10, channels=1), **changes)
+
+
+def _fused_stages() -> tuple[StagePlan, ...]:
+    stages = _candidate().stages  # type: ignore[attr-defined]
+    return (stages[0], dataclasses.replace(stages[1], block="fused"), stages[2])
 
 
 def _train(data: Dataset, **changes: object) -> tuple[keras.Model, float]:
@@ -177,6 +183,7 @@ def test_a_refused_conversion_names_the_converters_reason(tmp_path: Path, dense:
 def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     data = yaml.safe_load(SPACE)
     data["training"]["epochs"] = 2
+    data["model"]["stages"][1]["block"] = "fused"  # channel pruning cuts a fused block's hidden channels too
     data["compression"] = {
         "pruning": {"method": {"choice": ["magnitude", "channel"]}, "sparsity": 0.5},
         "quantization": "int8",
@@ -202,6 +209,14 @@ def test_search_scores_the_quantized_and_pruned_model(tmp_path: Path, capfd: pyt
         if t.params["pruning.method"] == "magnitude":
             assert t.user_attrs["sparsity"]["prunable_sparsity"] == pytest.approx(0.5, abs=1e-3)
         else:
-            assert t.user_attrs["params"] < 110_000  # the cut network was measured and deployed
+            # The cut network (fused and MBConv blocks at half their hidden width) was measured
+            # and deployed, and its TFLite file agrees with the Keras model it was made from.
+            cut = pruned_plan(plan_network(_candidate(stages=_fused_stages(), pruning="channel")), 0.5)  # type: ignore[arg-type]
+            assert (
+                t.user_attrs["params"]
+                == cut.params()
+                < 0.75 * plan_network(_candidate(stages=_fused_stages())).params()
+            )  # type: ignore[arg-type]
+            assert abs(deployed["tflite_accuracy"] - t.user_attrs["keras_accuracy"]) <= 0.02
     # The seeded sampler tries both methods, so both branches above were checked.
     assert {t.params["pruning.method"] for t in study.trials} == {"magnitude", "channel"}
