@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from nas.search.nets.plan import ChannelGroup as ChannelGroup
     from nas.search.nets.plan import ConvBN as ConvBN
     from nas.search.nets.plan import NetworkPlan as NetworkPlan
+    from nas.search.nets.plan import block_position as block_position
     from nas.search.nets.plan import layer_kind as layer_kind
     from nas.search.nets.plan import make_divisible as make_divisible
     from nas.search.nets.plan import plan_network as plan_network
@@ -51,6 +52,7 @@ __getattr__, __dir__ = lazy_exports(
             "LOGITS",
             "NetworkPlan",
             "RESIZE",
+            "block_position",
             "layer_kind",
             "make_divisible",
             "plan_network",
@@ -79,6 +81,7 @@ __all__ = [
     "ChannelGroup",
     "ConvBN",
     "NetworkPlan",
+    "block_position",
     "build_model",
     "build_plan",
     "condition_text",

@@ -140,6 +140,13 @@ def block_name(stage: int, index: int, block: str) -> str:
     return f"s{stage}{'f' if block == 'fused' else 'b'}{index}"
 
 
+def block_position(name: str) -> tuple[int, int]:
+    """(stage, index in the stage) of a block name: where MBConv and fused blocks of one
+    network's position are the same place."""
+    stage, _, index = name[1:].partition("f") if "f" in name else name[1:].partition("b")
+    return int(stage), int(index)
+
+
 @dataclass(frozen=True)
 class BlockPlan:
     """One block. MBConv: 1x1 expansion (when `expand`), kxk depthwise, SE, 1x1 projection.

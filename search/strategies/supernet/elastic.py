@@ -3,7 +3,11 @@
 The supernet holds the space's largest network. A subnet chooses, per stage, how many blocks
 run (the first k), which kernel (the centre of the largest), which expansion (the first
 channels of the hidden layer) and whether squeeze-and-excitation runs, and one width (the
-first channels of every layer); and the input resolution and the stem's stride, which change
+first channels of every layer; the stem's width and the dense head layer's units too). A stage
+whose block type is searched holds one set of weights per type (ProxylessNAS' candidate
+paths; MBConv and fused blocks share nothing), each elastic as above; the sandwich's largest
+and smallest subnets take different types, swapped every step, so both types train on the
+labels and by distillation in every phase. And the input resolution and the stem's stride, which change
 no weight's shape (every convolution slides the same kernels over a larger or smaller map and
 the head pools globally: the same weights run at any spatial size, as in Once-for-All's
 elastic resolution). Those five families are elastic. Knobs that only training reads
@@ -31,8 +35,8 @@ from nas.errors import NasError
 from nas.search.space import Param, SearchSpace, shown
 from nas.search.strategies.supernet.settings import supernet_settings
 
-ELASTIC_STAGE_FIELDS = ("depth", "kernel", "expansion", "se")
-ELASTIC_GLOBALS = ("width_multiplier", "resolution", "stem_stride")
+ELASTIC_STAGE_FIELDS = ("block", "depth", "kernel", "expansion", "se")
+ELASTIC_GLOBALS = ("width_multiplier", "resolution", "stem_stride", "stem_filters", "head_hidden")
 # The spatial ones: the same weights at another map size. A smaller stem stride is the larger
 # network (4x the work at stride 1 as at 2).
 SPATIAL = ("resolution", "stem_stride")
@@ -54,7 +58,9 @@ _STAGE_PARAM = re.compile(r"^(?:stage\d+|shared)\.(\w+)$")
 # opens first); SE opens with the expansion it gates, the stem's stride with the resolution.
 LARGEST_PHASE = "largest"
 DIMENSIONS = ("resolution", "kernel", "depth", "expansion", "width")
-_DIMENSION_OF = {"kernel": "kernel", "depth": "depth", "expansion": "expansion", "se": "expansion"}
+# The block type is no size: never closed, it has no phase of its own (see ElasticSpace.closed).
+BLOCK = "block"
+_DIMENSION_OF = {"kernel": "kernel", "depth": "depth", "expansion": "expansion", "se": "expansion", "block": BLOCK}
 
 
 def is_elastic(name: str) -> bool:
@@ -171,8 +177,30 @@ class ElasticSpace:
         return () if phase == LARGEST_PHASE else dimensions[: dimensions.index(phase) + 1]
 
     def closed(self, opened: Collection[str]) -> dict[str, Any]:
-        """The elastic parameters of the dimensions not `opened`, at their largest values."""
-        return {name: self.largest[name] for name in self.elastic if dimension_of(name) not in opened}
+        """The elastic parameters of the dimensions not `opened`, at their largest values. A
+        block type is never closed: each type's weights train from the first phase."""
+        return {
+            name: self.largest[name]
+            for name in self.elastic
+            if dimension_of(name) not in opened and dimension_of(name) != BLOCK
+        }
+
+    def block_types(self) -> tuple[str, ...]:
+        """The searched block-type parameters."""
+        return tuple(name for name in self.elastic if dimension_of(name) == BLOCK)
+
+    def swapped(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` with every searched block type exchanged (the largest's for the smallest's):
+        the sandwich's other pair of ends."""
+        out = dict(params)
+        for name in self.block_types():
+            if name in out:
+                out[name] = self.smallest[name] if out[name] == self.largest[name] else self.largest[name]
+        return out
+
+    def variants(self) -> list[dict[str, Any]]:
+        """The largest subnet in each block type: the supernet holds the weights of all of them."""
+        return [self.largest, self.swapped(self.largest)] if self.block_types() else [self.largest]
 
     def smallest_within(self, opened: Collection[str]) -> dict[str, Any]:
         """The smallest subnet that varies only the `opened` dimensions."""
@@ -212,6 +240,9 @@ def _draw(p: Param, rng: np.random.Generator) -> Any:
 
 
 def _extreme(name: str, p: Param, largest: bool) -> Any:
+    if name.endswith(".block"):
+        # No type is larger: the ends take the choice's first and last, so they differ.
+        return p.choices[0] if largest else p.choices[-1]
     if name in _SMALLER_IS_LARGER:
         largest = not largest
     if p.choices:
@@ -245,8 +276,14 @@ def elastic_space(space: SearchSpace) -> ElasticSpace:
             continue
         if not is_elastic(name):
             raise NasError(
-                f"{name}: a supernet cannot share this choice (elastic: depth, kernel, expansion, se, "
-                "width_multiplier, resolution, stem_stride); fix it or use search.strategy: trials"
+                f"{name}: a supernet cannot share this choice (elastic: block, depth, kernel, expansion, se, "
+                "width_multiplier, resolution, stem_stride, stem_filters, head_hidden); fix it or use "
+                "search.strategy: trials"
+            )
+        if name == "head_hidden" and p.discrete and 0 in p.values():
+            raise NasError(
+                "head_hidden: 0 (no dense layer) cannot share the classifier's weights with a dense "
+                "layer's; leave 0 out of the choice or fix it"
             )
         if name.endswith(".expansion") and p.discrete and 1.0 in p.values():
             raise NasError(
@@ -257,7 +294,7 @@ def elastic_space(space: SearchSpace) -> ElasticSpace:
     if not elastic:
         raise NasError(
             "search.strategy: supernet needs at least one elastic choice "
-            "(depth, kernel, expansion, se, width, resolution, stem stride)"
+            "(block, depth, kernel, expansion, se, width, resolution, stem stride, stem filters, head hidden)"
         )
     narrowed = _with_fixed(space, fixed)
     largest = {name: _extreme(name, params[name], True) for name in elastic}

@@ -88,8 +88,7 @@ def prepare_supernet(
     elastic = elastic_space(space)
     settings = supernet_settings(space)
     path = checkpoint_path(options.storage, options.artifacts, study.study_name)
-    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
-    supernet = Supernet(largest, seed=options.seed)
+    supernet = Supernet.of(elastic, num_classes=data.num_classes, channels=data.channels, seed=options.seed)
     with study_lock(options.storage, storage.engine, f"{study.study_name}/supernet"):
         training = SupernetTraining(planned_epochs(space) or 0, space=space.fingerprint())
         if path.exists():

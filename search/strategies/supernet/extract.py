@@ -3,7 +3,8 @@
 The subnet is built by the same builder as every trial's network (nets/build.py, from
 `plan_network`), so its layers, params and FLOPs are exactly those of a trained-from-scratch
 candidate; each weight is the supernet's, cut to the subnet's shape: the first channels on
-every channel axis, the centre of a depthwise kernel on its spatial axes. No masks remain.
+every channel axis, the centre of a (depthwise or fused) kernel on its spatial axes. No masks
+remain. A subnet of a stage whose block type is searched takes the weights of its type.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from nas.search.space import Candidate
 from nas.search.strategies.supernet.network import Supernet
 
 
-def _cut(weight: np.ndarray, shape: tuple[int, ...], depthwise: bool) -> np.ndarray:
+def _cut(weight: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     index: list[slice] = []
     for axis, (have, want) in enumerate(zip(weight.shape, shape, strict=True)):
         if want > have:
             raise ValueError(f"a subnet weight of shape {shape} does not fit in the supernet's {weight.shape}")
-        if depthwise and axis < 2:
+        if weight.ndim == 4 and axis < 2:  # a convolution's kernel: its centre (elastic kernel)
             edge = (have - want) // 2
             index.append(slice(edge, edge + want))
         else:
@@ -49,11 +50,8 @@ def inherit(supernet: Supernet, model: keras.Model) -> None:
             continue
         if layer.name not in state:
             raise ValueError(f"layer {layer.name} of the subnet has no weights in the supernet")
-        depthwise = isinstance(layer, keras.layers.DepthwiseConv2D)
         mine = layer.get_weights()
-        layer.set_weights(
-            [_cut(big, tuple(w.shape), depthwise) for big, w in zip(state[layer.name], mine, strict=True)]
-        )
+        layer.set_weights([_cut(big, tuple(w.shape)) for big, w in zip(state[layer.name], mine, strict=True)])
 
 
 def recalibrate(model: keras.Model, batches: Iterable[Any]) -> int:

@@ -75,8 +75,7 @@ def _trained_supernet(study: optuna.Study, space: SearchSpace, data: Dataset, pa
     if done < planned:
         raise NasError(f"study '{name}': its supernet has trained {done} of {planned} epochs; run `nas search` on it")
     elastic = elastic_space(space)
-    largest = elastic.space.candidate(elastic.largest, num_classes=data.num_classes, channels=data.channels)
-    supernet = Supernet(largest, seed=seed)
+    supernet = Supernet.of(elastic, num_classes=data.num_classes, channels=data.channels, seed=seed)
     load_checkpoint(path, supernet)
     return supernet
 

@@ -1,8 +1,10 @@
 """The supernet: the largest network of an elastic space, run as any of its subnets.
 
-One set of weights, shaped as the largest plan. A subnet is given as masks: ones on the first
-k channels of each layer, a kernel mask that keeps the centre of the largest kernel, and 0/1
-switches for the blocks past a stage's depth, for squeeze-and-excitation and for residual
+One set of weights, shaped as the largest plan (and, where a stage's block type is searched,
+as the largest plan of each type: MBConv and fused blocks of a position hold their own weights,
+named apart). A subnet is given as masks: ones on the first k channels of each layer, a kernel
+mask that keeps the centre of the largest kernel, and 0/1 switches for the blocks past a
+stage's depth, for each stage's block type, for squeeze-and-excitation and for residual
 connections. The forward pass cuts every weight to the counts the masks give (the first k
 channels, sizes computed inside the graph) and skips what the switches turn off, so the
 supernet in a configuration computes what the extracted subnet (extract.py) computes, at that
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import keras
@@ -33,10 +35,12 @@ from nas.search.nets import (
     BlockPlan,
     ConvBN,
     NetworkPlan,
+    block_position,
     plan_network,
 )
 from nas.search.runtime import import_tensorflow
 from nas.search.space import Candidate
+from nas.search.strategies.supernet.elastic import ElasticSpace
 
 # (resolution, stem stride) a subnet runs at.
 Spatial = tuple[int, int]
@@ -58,8 +62,13 @@ class _BN:
         return [self.gamma, self.beta, self.mean, self.variance]
 
 
-def _masks_of(largest: NetworkPlan, plan: NetworkPlan) -> dict[str, np.ndarray]:
-    """Masks that make the largest plan compute `plan` (same family and stages)."""
+def _type_flag(stage: int) -> str:
+    return f"stage{stage}/fused"
+
+
+def _masks_of(largest: NetworkPlan, positions: list[list[BlockPlan]], plan: NetworkPlan) -> dict[str, np.ndarray]:
+    """Masks that make the largest plan compute `plan` (same family and stages). `positions`
+    holds each block position's blocks, one per type the supernet holds."""
 
     def first(n: int, size: int, what: str) -> np.ndarray:
         if n > size:
@@ -67,14 +76,21 @@ def _masks_of(largest: NetworkPlan, plan: NetworkPlan) -> dict[str, np.ndarray]:
         return (np.arange(size) < n).astype(np.float32)
 
     out = {"stem": first(plan.stem_ch, largest.stem_ch, "stem"), "head": first(plan.head_ch, largest.head_ch, "head")}
-    chosen = {b.name: b for b in plan.blocks}
-    for big in largest.blocks:
-        b = chosen.get(big.name)
-        if b is None:  # past the subnet's depth: the block passes its input on
-            out[f"{big.name}/on"] = np.array(0.0, np.float32)
-            b = big
-        else:
-            out[f"{big.name}/on"] = np.array(1.0, np.float32)
+    if largest.head_hidden:
+        out["head_hidden"] = first(plan.head_hidden, largest.head_hidden, "head_hidden")
+    chosen = {block_position(b.name): b for b in plan.blocks}
+    for stage in sorted({block_position(alts[0].name)[0] for alts in positions if len(alts) > 1}):
+        fused = any(b.fused for (s, _), b in chosen.items() if s == stage)
+        out[_type_flag(stage)] = np.array(1.0 if fused else 0.0, np.float32)
+    for big in (b for alts in positions for b in alts):
+        b = chosen.get(block_position(big.name))
+        # Past the subnet's depth the position passes its input on; a block of the type the
+        # subnet does not run there keeps full masks (its weights are not read) but for its
+        # output's width, which the next block reads whichever type ran.
+        out[f"{big.name}/on"] = np.array(0.0 if b is None else 1.0, np.float32)
+        width = big.out_ch if b is None else b.out_ch
+        if b is None or b.block != big.block:
+            b = replace(big, out_ch=width)
         out[f"{big.name}/hidden"] = first(b.hidden, big.hidden, big.name)
         out[f"{big.name}/out"] = first(b.out_ch, big.out_ch, big.name)
         out[f"{big.name}/res"] = np.array(1.0 if b.residual else 0.0, np.float32)
@@ -111,9 +127,11 @@ def _slots_by_weight(optimizer: Any, variables: dict[str, Any]) -> dict[str, lis
 
 
 class Supernet:
-    """Weights of the largest subnet of `largest`, named as build_plan names its layers."""
+    """Weights of the largest subnet of `largest`, named as build_plan names its layers;
+    `variants` are the largest subnets in the other block types (ElasticSpace.variants), whose
+    blocks it holds too."""
 
-    def __init__(self, largest: Candidate, *, seed: int = 0) -> None:
+    def __init__(self, largest: Candidate, *, seed: int = 0, variants: tuple[Candidate, ...] = ()) -> None:
         self.candidate = largest
         self.plan = plan_network(largest)
         self.tf = import_tensorflow()
@@ -121,17 +139,28 @@ class Supernet:
         self.layers: dict[str, list[Any]] = {}
         self.bn: dict[str, _BN] = {}
         net = self.plan
+        # Each block position's blocks, one per type, in the largest's order: the variants share
+        # the largest's depths and widths, so their positions are the same.
+        self.positions: list[list[BlockPlan]] = [[b] for b in net.blocks]
+        for variant in variants:
+            for alts, b in zip(self.positions, plan_network(variant).blocks, strict=True):
+                if b.block not in {a.block for a in alts}:
+                    alts.append(b)
         self._conv_bn(net.stem, (3, 3, net.channels, net.stem_ch))
-        for b in net.blocks:
+        for b in (b for alts in self.positions for b in alts):
             n = b.layers
-            if b.expand:
-                self._conv_bn(n.expand, (1, 1, b.in_ch, b.hidden))
-            self._conv(n.dw.conv, (b.kernel, b.kernel, b.hidden, 1))  # depthwise: one filter per channel
-            self._bn(n.dw.bn, b.hidden)
+            if b.fused:
+                self._conv_bn(n.fused, (b.kernel, b.kernel, b.in_ch, b.hidden))
+            else:
+                if b.expand:
+                    self._conv_bn(n.expand, (1, 1, b.in_ch, b.hidden))
+                self._conv(n.dw.conv, (b.kernel, b.kernel, b.hidden, 1))  # depthwise: one filter per channel
+                self._bn(n.dw.bn, b.hidden)
             if b.se_ch:
                 self._conv(n.se_reduce, (1, 1, b.hidden, b.se_ch), bias=True)
                 self._conv(n.se_expand, (1, 1, b.se_ch, b.hidden), bias=True)
-            self._conv_bn(n.project, (1, 1, b.hidden, b.out_ch))
+            if b.projects:
+                self._conv_bn(n.project, (1, 1, b.hidden, b.out_ch))
         last = net.blocks[-1].out_ch if net.blocks else net.stem_ch
         self._conv_bn(net.head, (1, 1, last, net.head_ch))
         features = net.head_ch
@@ -142,6 +171,14 @@ class Supernet:
         # One Resizing layer per resolution (no weights): the layer an extracted subnet of that
         # resolution resizes with, so both compute the same images.
         self._resizers: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, elastic: ElasticSpace, *, num_classes: int, channels: int, seed: int = 0) -> Supernet:
+        """The supernet of an elastic space: its largest subnet, in every searched block type."""
+        largest, *variants = (
+            elastic.space.candidate(params, num_classes=num_classes, channels=channels) for params in elastic.variants()
+        )
+        return cls(largest, seed=seed, variants=tuple(variants))
 
     # --- weights ------------------------------------------------------------------------
 
@@ -191,7 +228,9 @@ class Supernet:
         pairs it spans; the first pair is the group's consumer, whose L1 norm per channel is
         the channel's importance (Once-for-All's criterion)."""
         orders = {}
-        for group in self.plan.channel_groups():
+        held = {b.name for b in self.plan.blocks}
+        others = [g for alts in self.positions for b in alts if b.name not in held for g in b.channel_groups()]
+        for group in (*self.plan.channel_groups(), *others):
             rest = [(_key(s.layer, s.weight), s.axis) for s in group.spans if s != group.consumer]
             orders[group.name] = [(_key(group.consumer.layer, group.consumer.weight), group.consumer.axis), *rest]
         return orders
@@ -218,7 +257,7 @@ class Supernet:
     # --- subnets ------------------------------------------------------------------------
 
     def masks(self, plan: NetworkPlan) -> dict[str, np.ndarray]:
-        return _masks_of(self.plan, plan)
+        return _masks_of(self.plan, self.positions, plan)
 
     def stacked_masks(self, plans: list[NetworkPlan]) -> dict[str, np.ndarray]:
         """The masks of several subnets stacked on a first axis (one traced step runs them all)."""
@@ -253,13 +292,20 @@ class Supernet:
         n = b.layers
         k_hidden, k_out = _count(tf, m[f"{b.name}/hidden"]), _count(tf, m[f"{b.name}/out"])
         h = x
-        if b.expand:
-            h = act(self._conv_norm(n.expand, h, training, k_in, k_hidden))
+        if b.fused:
+            if not b.expand:
+                k_hidden = k_out  # one kxk convolution straight to the output's channels
+            kernel = (self.layers[n.fused.conv][0] * m[f"{b.name}/kernel"])[:, :, :k_in, :k_hidden]
+            h = tf.nn.conv2d(h, kernel, strides=b.stride, padding="SAME")
+            h = act(self._norm(n.fused.bn, h, training, k_hidden))
         else:
-            k_hidden = k_in  # no expansion: the depthwise convolution runs on the input's channels
-        kernel = (self.layers[n.dw.conv][0] * m[f"{b.name}/kernel"])[:, :, :k_hidden, :]
-        h = tf.nn.depthwise_conv2d(h, kernel, strides=[1, b.stride, b.stride, 1], padding="SAME")
-        h = act(self._norm(n.dw.bn, h, training, k_hidden))
+            if b.expand:
+                h = act(self._conv_norm(n.expand, h, training, k_in, k_hidden))
+            else:
+                k_hidden = k_in  # no expansion: the depthwise convolution runs on the input's channels
+            kernel = (self.layers[n.dw.conv][0] * m[f"{b.name}/kernel"])[:, :, :k_hidden, :]
+            h = tf.nn.depthwise_conv2d(h, kernel, strides=[1, b.stride, b.stride, 1], padding="SAME")
+            h = act(self._norm(n.dw.bn, h, training, k_hidden))
         if b.se_ch:
             assert net.gate is not None
             squeeze_act = keras.activations.get(net.se_activation or b.activation)
@@ -276,11 +322,21 @@ class Supernet:
                 return h * gate
 
             h = _when(tf, m[f"{b.name}/se_on"], excited, lambda: h)
-        h = self._conv_norm(n.project, h, training, k_hidden, k_out)
+        if b.projects:
+            h = self._conv_norm(n.project, h, training, k_hidden, k_out)
         if b.stride == 1:
             # A residual connection wherever the subnet has one (the same width in and out).
             h = _when(tf, m[f"{b.name}/res"], lambda: h + x[..., :k_out], lambda: h)
         return h
+
+    def _typed(self, alts: list[BlockPlan], x: Any, m: dict[str, Any], training: bool, k_in: Any) -> Any:
+        """The block of the type the subnet runs at this position (of one held type: it)."""
+        if len(alts) == 1:
+            return self._block(alts[0], x, m, training, k_in)
+        by_type = {b.block: b for b in alts}
+        fused = functools.partial(self._block, by_type["fused"], x, m, training, k_in)
+        mbconv = functools.partial(self._block, by_type["mbconv"], x, m, training, k_in)
+        return _when(self.tf, m[_type_flag(block_position(alts[0].name)[0])], fused, mbconv)
 
     def _resize(self, x: Any, resolution: int) -> Any:
         if resolution == self.plan.input_size:
@@ -300,22 +356,24 @@ class Supernet:
         x = self._resize(x, resolution)
         k = _count(tf, m["stem"])
         x = act(self._conv_norm(net.stem, x, training, net.channels, k, stride))
-        for b in net.blocks:
+        for alts in self.positions:
+            b = alts[0]
+            run = functools.partial(self._typed, alts, x, m, training, k)
             if b.in_ch == b.out_ch and b.stride == 1:
                 # A block past the subnet's depth passes its input on and costs nothing; one the
                 # subnet runs keeps its width (in and out are one stage's), so k stays.
-                run = functools.partial(self._block, b, x, m, training, k)
                 x = _when(tf, m[f"{b.name}/on"], run, functools.partial(tf.identity, x))
             else:
-                x = self._block(b, x, m, training, k)
+                x = run()
                 k = _count(tf, m[f"{b.name}/out"])
         k_head = _count(tf, m["head"])
         x = act(self._conv_norm(net.head, x, training, k, k_head))
         x = tf.reduce_mean(x, axis=[1, 2])
         if net.head_hidden:
             kernel, bias = self.layers[HEAD_HIDDEN]
-            x = act(tf.matmul(x, kernel[:k_head]) + bias)
-            k_head = kernel.shape[1]
+            k_hidden = _count(tf, m["head_hidden"])
+            x = act(tf.matmul(x, kernel[:k_head, :k_hidden]) + bias[:k_hidden])
+            k_head = k_hidden
         if training and net.dropout > 0:
             x = tf.nn.dropout(x, rate=net.dropout)
         kernel, bias = self.layers[LOGITS]

@@ -154,8 +154,16 @@ def train_supernet(
     def plan(params: dict[str, Any]) -> NetworkPlan:
         return plan_network(elastic.space.candidate(params, num_classes=c.num_classes, channels=c.channels))
 
-    largest, smallest = plan(elastic.largest), plan(elastic.smallest)
+    smallest_params = elastic.smallest
     dimensions = elastic.dimensions()
+
+    def ends_of(small: dict[str, Any]) -> list[tuple[NetworkPlan, NetworkPlan]]:
+        """The sandwich's (largest, smallest); where block types are searched, also the pair in
+        the swapped types: steps take them in turn, so each type is the largest on the labels."""
+        pairs = [(plan(elastic.largest), plan(small))]
+        if elastic.block_types():
+            pairs.append((plan(elastic.swapped(elastic.largest)), plan(elastic.swapped(small))))
+        return pairs
 
     def phase_of(epoch: int) -> str | None:
         if not progressive:
@@ -174,10 +182,12 @@ def train_supernet(
         if phase is not None:
             opened = elastic.opened(phase)
             keep = elastic.closed(opened)
-            smallest = plan(elastic.smallest_within(opened))
+            smallest_params = elastic.smallest_within(opened)
+        ends = ends_of(smallest_params)
         total, seen, hits, tracing = 0.0, 0, np.zeros(size), 0.0
-        for x, y in pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch):
-            sandwich = draw_sandwich(elastic, rng, keep, (largest, smallest), plan, random_subnets)
+        batches = pipeline(data.x_train, data.y_train, c.batch_size, shuffle_seed=seed + epoch)
+        for i, (x, y) in enumerate(batches):
+            sandwich = draw_sandwich(elastic, rng, keep, ends[i % len(ends)], plan, random_subnets)
             traced = step.is_traced(sandwich)
             t1 = time.perf_counter()
             loss, correct = step(x, y, sandwich)
