@@ -84,6 +84,49 @@ def _two_conv() -> Any:
     return keras.Model(inputs, layers.Dense(10, activation="softmax")(x), name="two_conv_bn")
 
 
+def _resnet20() -> Any:
+    """ResNet-20 for 32x32-class images (He et al. 2016, section 4.2), written from the paper's
+    description: a 3x3 convolution of 16 filters, then 3 stages of 3 basic blocks (two 3x3
+    convolutions with BatchNorm, ReLU after the first and after the addition) at 16, 32 and 64
+    filters, the first block of stages 2 and 3 halving the map; identity shortcuts, zero-padded
+    where the channels double (the paper's option A, which adds no parameters); global average
+    pooling and the 10-way softmax. Run at 28x28 (maps of 28, 14 and 7)."""
+    import keras
+    from keras import layers
+
+    @keras.saving.register_keras_serializable(package="benchmarks")
+    class ZeroPadChannels(layers.Layer):  # type: ignore[misc]
+        """Option A's shortcut: the map subsampled by 2 and the channels zero-padded to `width`."""
+
+        def __init__(self, width: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.width = width
+
+        def call(self, x: Any) -> Any:
+            x = x[:, ::2, ::2, :]
+            extra = self.width - x.shape[-1]
+            return keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
+
+        def get_config(self) -> dict[str, Any]:
+            return {**super().get_config(), "width": self.width}
+
+    def conv_bn(x: Any, filters: int, stride: int) -> Any:
+        x = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(x)
+        return layers.BatchNormalization()(x)
+
+    inputs = keras.Input((28, 28, 1))
+    x = layers.ReLU()(conv_bn(inputs, 16, 1))
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(3):
+            stride = 2 if stage > 0 and block == 0 else 1
+            shortcut = ZeroPadChannels(filters)(x) if stride == 2 else x
+            y = layers.ReLU()(conv_bn(x, filters, stride))
+            y = conv_bn(y, filters, 1)
+            x = layers.ReLU()(layers.Add()([shortcut, y]))
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(10, activation="softmax")(x), name="resnet20")
+
+
 REFERENCES: dict[str, tuple[Callable[[], Any], int]] = {
     "mobilenet_v2_0.35": (_applications("mobilenet_v2_0.35"), REFERENCE_SIZE),
     "mobilenet_v2_0.5": (_applications("mobilenet_v2_0.5"), REFERENCE_SIZE),
@@ -93,6 +136,7 @@ REFERENCES: dict[str, tuple[Callable[[], Any], int]] = {
     "mobilenet_v3_large_0.75": (_applications("mobilenet_v3_large_0.75"), REFERENCE_SIZE),
     "efficientnet_b0": (_applications("efficientnet_b0"), REFERENCE_SIZE),
     "two_conv_bn": (_two_conv, 28),
+    "resnet20": (_resnet20, 28),
 }
 
 
