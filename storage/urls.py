@@ -12,6 +12,7 @@ import sqlalchemy.exc
 from sqlalchemy.engine import URL, make_url
 
 from nas.errors import NasError
+from nas.extras import install_hint
 
 ENV_VAR = "NAS_STORAGE"
 DEFAULT_URL = "sqlite:///nas.db"
@@ -22,12 +23,12 @@ _DRIVERS: dict[str, dict[str | None, tuple[str, str]]] = {
     "sqlite": {None: ("sqlite3", "the Python build's sqlite3"), "pysqlite": ("sqlite3", "sqlite3")},
     "postgresql": {
         None: ("psycopg2", "pip install psycopg2-binary, or use postgresql+psycopg://"),
-        "psycopg": ("psycopg", "pip install 'nas[postgres]'"),
+        "psycopg": ("psycopg", install_hint("postgres")),
         "psycopg2": ("psycopg2", "pip install psycopg2-binary"),
     },
     "mysql": {
         None: ("MySQLdb", "pip install mysqlclient, or use mysql+pymysql://"),
-        "pymysql": ("pymysql", "pip install pymysql"),
+        "pymysql": ("pymysql", install_hint("mysql")),
         "mysqldb": ("MySQLdb", "pip install mysqlclient"),
     },
 }

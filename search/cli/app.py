@@ -33,6 +33,24 @@ app = typer.Typer(
 DEFAULT_RECYCLE_AFTER = 50  # trials per pool worker process before a fresh one takes over
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from nas import __version__  # the installed distribution's, from importlib.metadata
+
+        print(f"nas {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print nas's version and exit."),
+    ] = False,
+) -> None:
+    """The options of `nas` itself, before any command."""
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"

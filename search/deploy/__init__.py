@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from nas.search.deploy.converters import QUANTIZABLE as QUANTIZABLE
     from nas.search.deploy.converters import QUANTIZE_MODES as QUANTIZE_MODES
     from nas.search.deploy.converters import Written as Written
+    from nas.search.deploy.converters import check_packages as check_packages
     from nas.search.deploy.converters import tensorrt_engine_status as tensorrt_engine_status
     from nas.search.deploy.converters import tensorrt_status as tensorrt_status
     from nas.search.deploy.converters import write_tflite as write_tflite
@@ -22,6 +23,7 @@ __getattr__, __dir__ = lazy_exports(
             "QUANTIZABLE",
             "QUANTIZE_MODES",
             "Written",
+            "check_packages",
             "tensorrt_engine_status",
             "tensorrt_status",
             "write_tflite",
@@ -36,6 +38,7 @@ __all__ = [
     "QUANTIZE_MODES",
     "Deployed",
     "Written",
+    "check_packages",
     "deploy",
     "tensorrt_engine_status",
     "tensorrt_status",

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from nas.errors import ConversionError, NasError
+from nas.extras import install_hint, require
 from nas.search.records import ExportFormat
 from nas.search.runtime import import_tensorflow, native_stderr_captured
 
@@ -64,7 +65,8 @@ def tensorrt_engine_status() -> str | None:
     try:
         import tensorrt  # noqa: F401
     except ImportError:
-        return "the tensorrt Python package is not installed (pip install tensorrt on a machine with an NVIDIA GPU)"
+        hint = install_hint("tensorrt")
+        return f"the tensorrt Python package is not installed ({hint}, on a machine with an NVIDIA GPU)"
     tf = import_tensorflow()
     if not tf.config.list_physical_devices("GPU"):
         return "TensorRT needs an NVIDIA GPU and none is visible; use {format} onnx and build the engine there"
@@ -125,6 +127,25 @@ def write_tflite(model: keras.Model, folder: Path, quantize: str, representative
     return Written([path], runtime_label(), runtime, spec)
 
 
+def check_packages(fmt: str) -> None:
+    """Import what writing and running `fmt` needs, so that a missing package is told (a
+    NasError naming its extra) before anything is written."""
+    if fmt == ExportFormat.TFLITE:
+        _litert_interpreter_class()
+    if fmt in (ExportFormat.ONNX, ExportFormat.TENSORRT):
+        _onnx_modules()
+
+
+def _litert_interpreter_class() -> Any:
+    # A dependency of nas; missing only where nas was installed before it became one.
+    return require("ai_edge_litert.interpreter", "the TFLite interpreter (LiteRT)").Interpreter
+
+
+def _onnx_modules() -> tuple[Any, Any]:
+    """(tf2onnx, onnxruntime): the ONNX converter and the runtime its parity check runs in."""
+    return require("tf2onnx", "{format} onnx", "onnx"), require("onnxruntime", "{format} onnx", "onnx")
+
+
 def runtime_label() -> str:
 
     return f"ai-edge-litert {version('ai-edge-litert')} interpreter (XNNPACK)"
@@ -133,10 +154,9 @@ def runtime_label() -> str:
 def litert_interpreter(path: Path, threads: int | None = None) -> Any:
     """A LiteRT interpreter of a .tflite file with its tensors allocated; LiteRT's own log on
     stderr is hidden unless it fails."""
-    from ai_edge_litert.interpreter import Interpreter  # the optional [export] extra
-
+    interpreter_class = _litert_interpreter_class()
     with native_stderr_captured():
-        interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter = interpreter_class(model_path=str(path), num_threads=threads)
         interpreter.allocate_tensors()
     return interpreter
 
@@ -171,9 +191,7 @@ def tflite_runtime(path: Path, threads: int | None = None) -> tuple[Runtime, dic
 
 
 def write_onnx(model: keras.Model, folder: Path) -> Written:
-    import onnxruntime as ort
-    import tf2onnx
-
+    tf2onnx, ort = _onnx_modules()
     tf = import_tensorflow()
     path = folder / "model.onnx"
     signature = (tf.TensorSpec((None, *model.input_shape[1:]), tf.float32, name="image"),)

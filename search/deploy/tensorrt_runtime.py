@@ -1,7 +1,7 @@
 """Running a serialized TensorRT engine on the GPU, for the parity check of `--format tensorrt`.
 
 TensorRT's Python API does not allocate device memory; the buffers come from cuda-python's
-runtime bindings (NVIDIA's own, small, and installed with `pip install cuda-python`). Written
+runtime bindings (NVIDIA's own, small, and installed with the `tensorrt` extra). Written
 here because no maintained library wraps "run this engine on these numpy arrays" without
 pulling in PyTorch or PyCUDA's compiler toolchain.
 """
@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.extras import install_hint
+
 Runtime = Callable[[np.ndarray], np.ndarray]
 MAX_BATCH = 256  # the engine's optimization profile goes up to this batch size
 
@@ -27,7 +29,7 @@ def cuda_runtime_module() -> ModuleType | str:
             return importlib.import_module(name)
         except ImportError:
             continue
-    return "running a TensorRT engine needs CUDA buffers from cuda-python (pip install cuda-python)"
+    return f"running a TensorRT engine needs CUDA buffers from cuda-python ({install_hint('tensorrt')})"
 
 
 def _ok(cudart: ModuleType, result: tuple[Any, ...], what: str) -> Any:

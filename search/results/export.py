@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from nas import __version__
 from nas.errors import ConversionError, NasError
 from nas.search.data import Dataset, load_dataset
-from nas.search.deploy import QUANTIZE_MODES, Written, tensorrt_engine_status, tensorrt_status
+from nas.search.deploy import QUANTIZE_MODES, Written, check_packages, tensorrt_engine_status, tensorrt_status
 from nas.search.deploy import converters as ex
 from nas.search.engine import (
     confirmation,
@@ -110,6 +110,7 @@ def _check_request(req: ExportRequest) -> None:
         raise NasError(f"{{format}} tftrt: {reason}")
     if req.format == "tensorrt" and (reason := tensorrt_engine_status()):
         raise NasError(f"{{format}} tensorrt: {reason}")
+    check_packages(req.format)
 
 
 def _prepare_out(out: Path) -> None:

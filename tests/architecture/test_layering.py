@@ -21,6 +21,7 @@ FOLDERS = {
 LEVELS = {
     "nas": 0,  # the root package: __version__, errors
     "nas.errors": 0,
+    "nas.extras": 0.5,  # which extra brings each optional package: its errors are NasErrors
     "nas.storage": 1,
     "nas.spaces": 1,
     "nas.search.records": 2,
@@ -51,6 +52,7 @@ SLOW_TO_IMPORT = (*TENSORFLOW, "keras_tuner", "sklearn", "plotly", "matplotlib",
 # read-only results, and every CLI module (an error in the input must be reported in a blink).
 TF_FREE_ROOMS = (
     "nas.errors",
+    "nas.extras",
     "nas.storage",
     "nas.search.records",
     "nas.search.runtime",

@@ -18,3 +18,12 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
         for init in folder.rglob("__init__.py")
     }
     assert found <= listed, f"not installed by a plain pip install: {sorted(found - listed)}"
+
+
+def test_every_extra_an_error_names_is_in_pyproject() -> None:
+    from nas.extras import EXTRAS
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert set(EXTRAS) <= set(project["optional-dependencies"])
+    # The README's tour (`nas export --format tflite` included) needs no extra.
+    assert any(d.startswith("ai-edge-litert") for d in project["dependencies"])
