@@ -118,10 +118,11 @@ class Study:
         if artifacts:
             joined = replace(joined, options=replace(joined.options, artifacts=os.path.abspath(artifacts)))
         asked = list(trials) if trials else None
+        events = _Callback(None, on_message)
         if choice:
             asked, _ = choice.trials_to_train(joined.study, joined.space.spec.final.trials)
+            events.message(f"Chosen {choice.describe()}: trials {', '.join(map(str, asked))}")
         strategy = strategy_for(joined.space)
-        events = _Callback(None, on_message)
         figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again)
         return {int(number): f.to_attr() for number, f in figures.items()}
 
