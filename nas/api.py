@@ -1,24 +1,30 @@
-"""The Python API: run a search, load a study, read its Pareto front, export, report.
+"""The Python API: what the command line does, from Python. Run a search, load a study, read
+its Pareto front, choose a model by its figures, final-train it, load it, export, report.
 
     import nas.api as nas
 
     study = nas.search("spaces/tiny.yaml", trials=3)          # or a dict with the same keys
     for record in study.pareto():                             # plain dicts, best accuracy first
         print(record["trial"], record["accuracy"], record["throughput"], record["parameters"])
-    study.export("tflite", "exported/", quantize="int8")      # the manifest, as a dict
+    best = study.best("accuracy", where=["throughput>=5000"])  # one record, as pareto() gives them
+    study.train(trials=[best["trial"]])                       # `nas train`: final recipe, test set
+    model = study.model(best["trial"])                        # a Keras model; model.nas_weights says whose
+    study.export("tflite", "exported/", trials=[best["trial"]])  # the manifest, as a dict
     study.report("report.html")
 
     study = nas.load("tiny", storage="sqlite:///nas.db")      # any study made by `nas search`
 
 Everything runs in this process (for parallel workers use `nas search --workers N`); bad
 input raises `nas.api.NasError` with the same one-line message the command line prints.
-TensorFlow is imported only by the calls that train or export.
+TensorFlow is imported only by the calls that train, measure, load a model or export.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,13 @@ from nas.errors import NasError
 from nas.search import runtime
 from nas.search.engine import SearchEvents, SearchOptions, TrialReport, load_existing_study
 from nas.search.records import StoppedBy
-from nas.search.results import pareto_records
+from nas.search.results import Choice, either
 from nas.search.space import load_space, space_from_dict
 from nas.storage import open_storage, resolve_storage_url
 
 __all__ = ["NasError", "Study", "load", "search"]
+
+_log = logging.getLogger(__name__)
 
 
 class _Callback(SearchEvents):
@@ -68,11 +76,83 @@ class Study:
         url = self._url()
         return load_existing_study(open_storage(url, create=False), self.name, url)
 
-    def pareto(self) -> list[dict[str, Any]]:
+    def pareto(self, *, where: str | Sequence[str] = ()) -> list[dict[str, Any]]:
         """The feasible Pareto front as records (objectives, params, FLOPs, device figures,
-        parameters), the same as `nas pareto --format json`."""
+        parameters), the same as `nas pareto --format json`. `where`: constraints such as
+        `"throughput>=5000"` (`nas pareto --where`; several must all hold): the front of the
+        trials that meet them."""
 
-        return pareto_records(self.optuna)
+        return Choice.parse(where).records(self.optuna)
+
+    def best(self, objective: str, *, where: str | Sequence[str] = ()) -> dict[str, Any]:
+        """The best front member by `objective` (any figure a record holds: accuracy,
+        throughput, test_accuracy, params, ...) among the trials that meet `where`, as one
+        record of `pareto()` (`record["trial"]` is its number); `nas pareto --best OBJECTIVE`.
+        Raises NasError naming the closest trial when no trial meets the constraints."""
+
+        return Choice.parse(where, objective).records(self.optuna)[0]
+
+    def train(
+        self,
+        trials: Sequence[int] | None = None,
+        *,
+        where: str | Sequence[str] = (),
+        again: bool = False,
+        from_scratch: bool = False,
+        artifacts: str | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> dict[int, dict[str, Any]]:
+        """`nas train`: train `trials` (default: the front's most accurate members, at most the
+        space's `final.trials`; or the front members that meet `where`) again with the space's
+        `final:` recipe, score each once on the test set, measure it again and keep the model.
+        Returns the study's final-trained figures (test accuracy, throughput, recipe, the kept
+        model's file) by trial number, those of earlier runs included."""
+
+        choice = Choice.parse(where)
+        either(trials, choice, "trials")
+        runtime.import_tensorflow()
+        from nas.search.engine import join_study
+        from nas.search.strategies import strategy_for
+
+        joined = join_study(self._url(), self.name)
+        if artifacts:
+            joined = replace(joined, options=replace(joined.options, artifacts=os.path.abspath(artifacts)))
+        asked = list(trials) if trials else None
+        events = _Callback(None, on_message)
+        if choice:
+            asked, _ = choice.trials_to_train(joined.study, joined.space.spec.final.trials)
+            events.message(f"Chosen {choice.describe()}: trials {', '.join(map(str, asked))}")
+        strategy = strategy_for(joined.space)
+        figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again)
+        return {int(number): f.to_attr() for number, f in figures.items()}
+
+    def confirm(self, *, cache: bool = True, on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+        """`nas pareto --confirm`: measure the front (and the trials within noise of it) again,
+        together, on this machine's device, store the figures, and return the front with them
+        (`confirmed_throughput`, `confirmed_low`, `confirmed_high`). `cache=False` measures the
+        device's reference baseline again too."""
+
+        runtime.import_tensorflow()
+        from nas.search.engine import CONFIRM, join_study
+
+        joined = join_study(self._url(), self.name)
+        CONFIRM.run(replace(joined, options=replace(joined.options, cache=cache)), _Callback(None, on_message))
+        return self.pareto()
+
+    def model(self, trial: int, *, search_weights: bool = False, artifacts: str | None = None) -> Any:
+        """Trial `trial`'s trained Keras model: the final-trained one where `nas train` (or
+        `train()`) kept one, else the search's weights (`search_weights=True`: always those).
+        Its attribute `nas_weights` says which ("final-trained" or "search"), and the
+        logger `nas.api` says it at INFO level. Raises NasError as `nas export` does when the
+        weights are not there."""
+
+        runtime.import_tensorflow()
+        from nas.search.results import trial_model
+
+        model, weights = trial_model(self._url(), self.name, trial, artifacts=artifacts, search_weights=search_weights)
+        model.nas_weights = weights
+        _log.info("study '%s', trial %d: %s weights", self.name, trial, weights)
+        return model
 
     def trials(self) -> list[dict[str, Any]]:
         """Every trial: number, state, values by objective name, parameters, attributes."""
@@ -95,13 +175,18 @@ class Study:
         out: str | Path,
         *,
         trials: list[int] | None = None,
+        where: str | Sequence[str] = (),
         quantize: str = "none",
         retrain_full: bool = False,
+        search_weights: bool = False,
         artifacts: str | None = None,
     ) -> dict[str, Any]:
         """Export like `nas export` and return the manifest; raises NasError when a parity
         check fails (the files and manifest.json are kept). Files that cannot be run here get
-        `not run: <why>` as their verdict in the manifest, never `passed`."""
+        `not run: <why>` as their verdict in the manifest, never `passed`. Each trial's model is
+        the final-trained one where there is one, else the search's (`search_weights=True`:
+        always the search's); the manifest's `weights` says which. `where`: the front members
+        that meet these constraints instead of `trials`."""
         from nas.search import runtime
 
         runtime.import_tensorflow()
@@ -116,6 +201,8 @@ class Study:
             trials=list(trials or []),
             retrain_full=retrain_full,
             artifacts=artifacts,
+            where=tuple([where] if isinstance(where, str) else where),
+            search_weights=search_weights,
         )
         manifest, verdict = run_export(request, lambda _: None)
         if verdict == "failed":

@@ -16,12 +16,13 @@ from collections.abc import Callable
 # Every option a message may name; other braces in a message (a value the user wrote) stay.
 OPTIONS = frozenset(
     {
-        "artifacts", "format", "gpus", "keep_top_k", "no_weights", "out", "quantize", "recycle_after",
-        "retrain_full", "storage", "study", "trial", "trials", "workers", "workers_per_gpu",
+        "artifacts", "best", "format", "gpus", "keep_top_k", "no_weights", "out", "quantize", "recycle_after",
+        "retrain_full", "search_weights", "storage", "study", "trial", "trials", "where", "workers",
+        "workers_per_gpu",
     }
 )  # fmt: skip
 # Where the Python API's parameter is named otherwise than the placeholder.
-_API_NAMES = {"trial": "trials", "no_weights": "keep_weights=False"}
+_API_NAMES = {"trial": "trials", "no_weights": "keep_weights=False", "best": "objective"}
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 

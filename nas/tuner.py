@@ -34,30 +34,49 @@ What differs on purpose: with several objectives `get_best_trials()` returns the
 of this project's trials (KerasTuner sums the objectives into one score), ordered by the first
 objective, best first, ties broken by the next objectives; `get_best_trials(n)` returns at
 most `n` of them.
+
+The oracle only proposes and records: it measures nothing, so a KerasTuner search knows no
+throughput unless a trial reports one. `MeasuredThroughput`, a Keras callback, reports nas'
+measured throughput of each trial's model as the metric `throughput`, which an objective can
+then name:
+
+    tuner = keras_tuner.Tuner(
+        hypermodel=build_model,
+        oracle=OptunaOracle(
+            objective=[keras_tuner.Objective("val_accuracy", "max"), keras_tuner.Objective("throughput", "max")],
+            max_trials=20, study_name="my-tuning", storage="sqlite:///nas.db",
+        ),
+        directory="kt", project_name="my-tuning",
+    )
+    tuner.search(x, y, validation_data=(x_val, y_val), epochs=5, callbacks=[MeasuredThroughput(batch_size=64)])
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import random
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
+import keras
 import keras_tuner
 import optuna
+import pydantic
 import sqlalchemy
 from keras_tuner.src.engine import hyperparameters as hp_module
 from keras_tuner.src.engine import trial as trial_module
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.errors import NasError
 from nas.search.engine import make_sampler
 from nas.search.records import TunerAttr
 from nas.storage import StorageURL, open_storage, resolve_storage_url, study_lock, with_lock_retries
 
-__all__ = ["OptunaOracle"]
+__all__ = ["MeasuredThroughput", "OptunaOracle"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -433,3 +452,53 @@ class OptunaOracle(keras_tuner.Oracle):  # type: ignore[misc]
             raise KeyError(f"the project was tuned in study '{study}', not '{self.study_name}'")
         super().set_state(state)
         self.optuna_numbers = dict(state["optuna_numbers"])
+
+
+# -- nas' measured throughput as a KerasTuner metric ---------------------------------------------
+
+THROUGHPUT = "throughput"  # the metric's name, for keras_tuner.Objective("throughput", "max")
+
+
+@functools.cache
+def _profiler(settings: str) -> Any:
+    """One profiler per measuring settings in this process, as each nas worker has one: the
+    device's reference baseline is measured once, not once per trial."""
+    from nas.search.hardware import HardwareProfiler
+    from nas.search.space import MeasureSpec
+
+    return HardwareProfiler(MeasureSpec.model_validate_json(settings), None)
+
+
+class MeasuredThroughput(keras.callbacks.Callback):  # type: ignore[misc]
+    """Puts nas' measured throughput of the model being trained (images/s at `batch_size`) into
+    every epoch's logs as `throughput`, so a KerasTuner objective can name it.
+
+    Measured the way `nas search` measures a trial: a traced forward pass on this process's
+    device, warmed up, timed rounds interleaved with a fixed reference network, the median
+    ratio times the device's baseline, under nas' device lock. `measure` takes the keys of a
+    space file's `measure:` (rounds, round_seconds, warmup_seconds, reference, ...). Measured
+    once per fit, after the first epoch (a subclassed model is built by then): a network's
+    speed does not depend on its weights. Callbacks given to `tuner.search(...)` run before
+    KerasTuner's own, so its objective and its best-epoch checkpoint see the figure.
+    """
+
+    def __init__(self, batch_size: int = 64, measure: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        settings = {**dict(measure or {}), "batch_sizes": [batch_size], "latency": False}
+        try:
+            from nas.search.space import MeasureSpec
+
+            self.settings = MeasureSpec(**settings).model_dump_json()
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(map(str, error["loc"])) or "measure"
+            raise NasError(f"MeasuredThroughput: {where}: {error['msg']}") from None
+        self.images_per_s: float | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.images_per_s is None:
+            policy = keras.config.dtype_policy().name
+            cost = _profiler(self.settings).measure(self.model, precision=policy, xla=False)
+            self.images_per_s = float(cost.primary.images_per_s)
+        if logs is not None:
+            logs[THROUGHPUT] = self.images_per_s

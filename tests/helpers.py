@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -226,6 +226,20 @@ def brute_force_noise_front(
 
     done = [t for t in trials if t.state.name == "COMPLETE"]
     return {b.number for b in done if not any(dominates(a, b) for a in done)}
+
+
+def finished_trial(accuracy: float, throughput: float, **user_attrs: Any) -> FrozenTrial:
+    """A COMPLETE trial of an (accuracy, throughput) study, made by hand, to add to a study."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
+    return create_trial(
+        state=TrialState.COMPLETE,
+        values=[accuracy, throughput],
+        params={"x": accuracy},
+        distributions={"x": FloatDistribution(0, 1)},
+        user_attrs=user_attrs,
+    )
 
 
 def drop_study(url: str, name: str) -> None:

@@ -15,7 +15,7 @@ from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search import strategies
 from nas.search.cli.console import err, message, out
 from nas.search.cli.ending import report_end, show_pareto, show_table, warn_unused_gpus
-from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt, WideOpt, check_study
+from nas.search.cli.options import ArtifactsOpt, BestOpt, DebugOpt, StorageOpt, WhereOpt, WideOpt, check_study
 from nas.search.records import SamplerName
 
 if TYPE_CHECKING:
@@ -242,16 +242,19 @@ def pareto(
     cache: Annotated[
         bool, typer.Option(help="With --confirm: read the device's reference baseline from the cache.")
     ] = True,
+    where: WhereOpt = None,
+    best: BestOpt = None,
     wide: WideOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Print the Pareto front of STUDY: objectives, throughput intervals, confirmed figures, params, FLOPs."""
     from nas.search import runtime
     from nas.search.engine import load_existing_study
-    from nas.search.results import objective_names, pareto_records, screened_line, stopped_early_line, to_csv, to_json
+    from nas.search.results import Choice, objective_names, screened_line, stopped_early_line, to_csv, to_json
     from nas.storage import open_storage, resolve_storage_url
 
     runtime.set_debug(debug)
+    choice = Choice.parse(where, best)  # bad input is said before anything is opened or measured
     url = resolve_storage_url(storage)
     loaded = load_existing_study(open_storage(url, create=False), study, url)
     if confirm:
@@ -259,7 +262,7 @@ def pareto(
         warn_unused_gpus()
         _confirm_here(url, study, cache=cache)
         loaded = load_existing_study(open_storage(url, create=False), study, url)
-    records = pareto_records(loaded)
+    records = choice.records(loaded)
     if format == Format.json:
         print(to_json(records))
     elif format == Format.csv:
@@ -267,7 +270,8 @@ def pareto(
     elif not records:
         out.print(f"Study '{study}' has no finished trials yet.")
     else:
-        show_pareto(records, objective_names(loaded), f"Pareto front of '{study}' ({url.masked})", wide=wide)
+        title = f"Pareto front of '{study}'" + (f", {choice.describe()}" if choice else "") + f" ({url.masked})"
+        show_pareto(records, objective_names(loaded), title, wide=wide)
         trials = loaded.get_trials(deepcopy=False)
         for line in (screened_line(trials), stopped_early_line(trials)):
             if line:

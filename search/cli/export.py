@@ -9,7 +9,7 @@ import typer
 
 from nas.errors import NasError
 from nas.search.cli.console import err, out
-from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
+from nas.search.cli.options import ArtifactsOpt, BestOpt, DebugOpt, StorageOpt, WhereOpt
 from nas.search.records import ExportFormat, QuantizeMode
 
 
@@ -20,6 +20,16 @@ def export(
     trial: Annotated[
         list[int] | None, typer.Option("--trial", help="Trial number (repeatable; default: the Pareto front).")
     ] = None,
+    where: WhereOpt = None,
+    best: BestOpt = None,
+    search_weights: Annotated[
+        bool,
+        typer.Option(
+            "--search-weights",
+            help="Export the search's weights for every trial (default: the final-trained model where `nas train` "
+            "kept one).",
+        ),
+    ] = False,
     quantize: Annotated[QuantizeMode, typer.Option(help="Post-training quantization (tflite, tftrt, tensorrt).")] = (
         QuantizeMode.NONE
     ),
@@ -30,14 +40,17 @@ def export(
     artifacts: ArtifactsOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Export trials of STUDY and check each file in its real runtime against the Keras model."""
+    """Export trials of STUDY (final-trained models where `nas train` kept them, else the search's weights) and
+    check each file in its real runtime against the Keras model."""
     from rich.table import Table
 
     from nas.search import runtime
+    from nas.search.results import Choice, either
     from nas.storage import resolve_storage_url, safe_name
 
     runtime.set_debug(debug)
     safe_name(study, "study")  # run_export checks it too; here it is said before TensorFlow loads
+    either(trial, Choice.parse(where, best), "trial")  # likewise
     url, folder = resolve_storage_url(storage), _folder(out_dir)  # likewise
     runtime.import_tensorflow()
     from nas.search.results import ExportRequest, run_export
@@ -51,24 +64,28 @@ def export(
         trials=list(trial or []),
         retrain_full=retrain_full,
         artifacts=artifacts,
+        where=tuple(where or ()),
+        best=best,
+        search_weights=search_weights,
     )
     manifest, verdict = run_export(request, lambda line: err.print(line, highlight=False))
     table = Table(title=f"{format.value} export of '{study}' -> {request.out}")
-    for column in ("trial", "files", "bytes", "agreement", "keras acc", "exported acc", "parity"):
-        table.add_column(column, justify="left" if column in ("files", "parity") else "right")
+    for column in ("trial", "weights", "files", "bytes", "agreement", "keras acc", "exported acc", "parity"):
+        table.add_column(column, justify="left" if column in ("weights", "files", "parity") else "right")
     for record in manifest["trials"]:
         files = record.get("files", [])
         listed = ", ".join(f["path"] for f in files[:3]) + (" ..." if len(files) > 3 else "")
         size = f"{sum(f['bytes'] for f in files):,}" if files else ""
+        first = (str(record["trial"]), record["weights"])
         if "error" in record:
-            table.add_row(str(record["trial"]), listed, size, "", "", "", "FAILED: " + record["error"])
+            table.add_row(*first, listed, size, "", "", "", "FAILED: " + record["error"])
             continue
         if "parity" not in record:  # written, but its runtime is not available here
-            table.add_row(str(record["trial"]), listed, size, "", "", "", record["verdict"])
+            table.add_row(*first, listed, size, "", "", "", record["verdict"])
             continue
         p = record["parity"]
         table.add_row(
-            str(record["trial"]),
+            *first,
             listed,
             size,
             f"{p['agreement']:.2%}",

@@ -18,6 +18,22 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show TensorFlow's logs 
 WideOpt = Annotated[
     bool, typer.Option("--wide", help="Every column of the table, in full (default: what fits the terminal).")
 ]
+WhereOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        help="Only trials that meet this, e.g. 'throughput>=5000' or 'test_accuracy>0.93' (FIGURE OP NUMBER; "
+        "OP: >=, <=, >, <, ==; repeatable: all must hold). The front is then that of the trials that meet it.",
+    ),
+]
+BestOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--best",
+        help="Only the best front member by this figure (accuracy, throughput, test_accuracy, params, ...), "
+        "after the --where constraints.",
+    ),
+]
 RecycleOpt = Annotated[
     int,
     typer.Option(min=0, help="A worker exits after N trials and a fresh process takes over (bounds memory; 0: never)."),

@@ -4,13 +4,18 @@ measured again, and kept for `nas export`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from nas.errors import NasError
 from nas.search.cli.console import err, out
-from nas.search.cli.options import ArtifactsOpt, DebugOpt, StorageOpt
+from nas.search.cli.options import ArtifactsOpt, BestOpt, DebugOpt, StorageOpt, WhereOpt
+
+if TYPE_CHECKING:
+    import optuna
+
+    from nas.search.results import Choice
 
 
 def parse_trials(text: str | None) -> list[int] | None:
@@ -25,11 +30,27 @@ def parse_trials(text: str | None) -> list[int] | None:
     return list(dict.fromkeys(numbers))
 
 
+def _chosen(study: optuna.Study, choice: Choice, limit: int) -> list[int]:
+    """The trials --where/--best choose, said on stderr; capped at final.trials as the default front is."""
+    numbers, met = choice.trials_to_train(study, limit)
+    capped = f" ({met} meet it; final.trials: {limit}, the most accurate)" if met > len(numbers) else ""
+    listed = f"trial{'s' * (len(numbers) != 1)} {', '.join(map(str, numbers))}"
+    err.print(f"Chosen {choice.describe()}: {listed}{capped}", markup=False, highlight=False)
+    return numbers
+
+
 def train(
     study: Annotated[str, typer.Argument(help="Study name.")],
     trials: Annotated[
-        str | None, typer.Option("--trials", help="Trial numbers, e.g. 3,7 (default: the Pareto front).")
+        str | None,
+        typer.Option(
+            "--trials",
+            help="Trial numbers, e.g. 3,7 (default: the front's most accurate members, at most the space's "
+            "final.trials).",
+        ),
     ] = None,
+    where: WhereOpt = None,
+    best: BestOpt = None,
     from_scratch: Annotated[
         bool,
         typer.Option("--from-scratch", help="In a supernet study: fresh weights instead of the inherited ones."),
@@ -41,9 +62,10 @@ def train(
     artifacts: ArtifactsOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Train the front (or --trials) again with the space's `final:` recipe, score each on the
-    test set, measure its throughput again, and keep the models for `nas export`. A killed run
-    resumes from its last finished epoch; a trial already trained with the same recipe is kept."""
+    """Train the front's most accurate members (at most the space's final.trials), or the trials
+    --trials names or --where/--best choose, again with the space's `final:` recipe; score each
+    on the test set, measure its throughput again, and keep the models for `nas export`. A killed
+    run resumes from its last finished epoch; a trial already trained with the same recipe is kept."""
     import os
     from dataclasses import replace
 
@@ -52,13 +74,18 @@ def train(
     from nas.search import runtime
     from nas.search.cli.display import StepView
     from nas.search.engine import join_study
+    from nas.search.results import Choice, either
     from nas.search.strategies import strategy_for
     from nas.storage import resolve_storage_url
 
     runtime.set_debug(debug)
     asked = parse_trials(trials)
+    choice = Choice.parse(where, best)
+    either(asked, choice, "trials")
     url = resolve_storage_url(storage)
     joined = join_study(url, study)
+    if choice:
+        asked = _chosen(joined.study, choice, joined.space.spec.final.trials)
     if artifacts:
         joined = replace(joined, options=replace(joined.options, artifacts=os.path.abspath(artifacts)))
     runtime.import_tensorflow()

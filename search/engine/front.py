@@ -4,6 +4,7 @@ trial dominates another only beyond it), and the figures stored after the search
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,12 +63,17 @@ def _dominating(ends: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], i: 
     return dominating
 
 
-def noise_aware_front(study: optuna.Study) -> list[FrozenTrial]:
-    """The finished trials no other trial dominates beyond the measurement's interval."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
+def noise_aware_front(
+    study: optuna.Study, among: Sequence[FrozenTrial] | None = None, *, exact: bool = False
+) -> list[FrozenTrial]:
+    """The finished trials no other trial dominates beyond the measurement's interval. `among`:
+    the front of those trials only (the ones a `--where` kept); `exact`: compared by medians
+    alone, the plain front."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if among is None else among
+    done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
     if not done:
         return []
-    ends = _ends(study, [(t.values, throughput_interval(t)) for t in done])
+    ends = _ends(study, [(t.values, None if exact else throughput_interval(t)) for t in done])
     return [t for i, t in enumerate(done) if not _dominating(ends, i).any()]
 
 

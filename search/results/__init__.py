@@ -6,8 +6,11 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.engine import objective_names as objective_names
+    from nas.search.results.choose import Choice as Choice
+    from nas.search.results.choose import either as either
     from nas.search.results.export import ExportRequest as ExportRequest
     from nas.search.results.export import run_export as run_export
+    from nas.search.results.export import trial_model as trial_model
     from nas.search.results.pareto import hypervolume_2d as hypervolume_2d
     from nas.search.results.pareto import pareto_records as pareto_records
     from nas.search.results.pareto import to_csv as to_csv
@@ -22,7 +25,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "export": ["ExportRequest", "run_export"],
+        "choose": ["Choice", "either"],
+        "export": ["ExportRequest", "run_export", "trial_model"],
         "pareto": ["hypervolume_2d", "objective_names", "pareto_records", "to_csv", "to_json"],
         "report": ["build_report", "pareto_png"],
         "summaries": ["cache_summary", "screened_line", "stopped_early_line", "study_summaries"],
@@ -30,9 +34,11 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "Choice",
     "ExportRequest",
     "build_report",
     "cache_summary",
+    "either",
     "hypervolume_2d",
     "objective_names",
     "pareto_png",
@@ -43,4 +49,5 @@ __all__ = [
     "study_summaries",
     "to_csv",
     "to_json",
+    "trial_model",
 ]

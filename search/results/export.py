@@ -40,6 +40,7 @@ from nas.search.engine import (
 )
 from nas.search.nets import build_plan
 from nas.search.records import ExportFormat, FinalFigures, QuantizeMode, TrialAttr, choices
+from nas.search.results.choose import Choice, either
 from nas.search.runtime import import_tensorflow
 from nas.search.space import SearchSpace
 from nas.search.training import precision_policy, train_compressed
@@ -66,9 +67,16 @@ class ExportRequest:
     out: Path
     format: str
     quantize: str = "none"
-    trials: list[int] = field(default_factory=list)  # empty: the Pareto front
+    trials: list[int] = field(default_factory=list)  # empty: the Pareto front, or what where/best choose
     retrain_full: bool = False
     artifacts: str | None = None
+    where: tuple[str, ...] = ()  # results/choose.py's grammar
+    best: str | None = None
+    search_weights: bool = False  # the search's weights even where `nas train` kept a final-trained model
+
+
+# Which weights a trial's exported model has (the manifest's `weights`).
+FINAL_TRAINED, SEARCH, RETRAINED = "final-trained", "search", "retrained"
 
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
@@ -94,8 +102,12 @@ def overall_verdict(verdicts: list[str]) -> str:
     return PASSED
 
 
-def _check_request(req: ExportRequest) -> None:
+def _check_request(req: ExportRequest) -> Choice:
     safe_name(req.study, "study")  # its weights lie in the folder of that name
+    choice = Choice.parse(req.where, req.best)
+    either(req.trials, choice, "trial")
+    if req.search_weights and req.retrain_full:
+        raise NasError("{search_weights} exports the search's weights, {retrain_full} trains new ones: give one")
     if req.format not in set(ExportFormat):
         raise NasError(f"{{format}}: unknown format '{req.format}' (use {choices(ExportFormat)})")
     if req.quantize not in set(QuantizeMode):
@@ -111,6 +123,7 @@ def _check_request(req: ExportRequest) -> None:
     if req.format == "tensorrt" and (reason := tensorrt_engine_status()):
         raise NasError(f"{{format}} tensorrt: {reason}")
     check_packages(req.format)
+    return choice
 
 
 def _prepare_out(out: Path) -> None:
@@ -141,6 +154,30 @@ def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenT
             raise NasError(f"{{trial}} {n}: trial {n} {what}; only trained trials can be exported")
         chosen.append(t)
     return chosen
+
+
+def model_file(
+    study: optuna.Study, trial: optuna.trial.FrozenTrial, store: WeightStore, artifacts: str | None, search: bool
+) -> tuple[Path, str]:
+    """The trial's kept model and whose weights it holds: `nas train`'s final-trained model
+    where there is one (what the final recipe trained and the test set scored), else, or with
+    `search`, the search's own (a supernet study's fine-tuned ones)."""
+    if not search and (final := final_model_file(study, trial.number)) is not None:
+        return final, FINAL_TRAINED
+    return _weights_file(store, study.study_name, trial, artifacts), SEARCH
+
+
+def trial_model(
+    url: StorageURL, study_name: str, number: int, *, artifacts: str | None = None, search_weights: bool = False
+) -> tuple[keras.Model, str]:
+    """One trial's trained Keras model and whose weights it holds (FINAL_TRAINED or SEARCH),
+    for the Python API; the errors are `nas export`'s."""
+    storage = open_storage(url, create=False)
+    study = load_existing_study(storage, study_name, url)
+    (trial,) = _select(study, [number])
+    store = WeightStore(storage.engine, default_artifact_root(url, artifacts))
+    path, weights = model_file(study, trial, store, artifacts, search_weights)
+    return keras.saving.load_model(path, safe_mode=True), weights
 
 
 def _weights_file(store: WeightStore, study: str, frozen: optuna.trial.FrozenTrial, artifacts: str | None) -> Path:
@@ -246,19 +283,19 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     """Export every selected trial; returns the manifest and the overall verdict (passed,
     failed, or not run when some file could not be run here). Bad input raises NasError
     before anything is written."""
-    _check_request(req)
+    choice = _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
     space = study_space(study)
-    chosen = _select(study, req.trials)
+    chosen = _select(study, choice.trials_to_export(study) if choice else req.trials)
+    if choice:
+        say(f"chosen {choice.describe()}: trial{'s' * (len(chosen) != 1)} {', '.join(str(t.number) for t in chosen)}")
     store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
-    weights: dict[int, Path] = {}
+    weights: dict[int, tuple[Path, str]] = {}
     final = final_figures(study)
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
         for t in chosen:
-            # `nas train`'s model where there is one: what the final recipe trained and the test set scored.
-            found = final_model_file(study, t.number) if str(t.number) in final else None
-            weights[t.number] = found or _weights_file(store, req.study, t, req.artifacts)
+            weights[t.number] = model_file(study, t, store, req.artifacts, req.search_weights)
     _prepare_out(req.out)
 
     data = load_dataset(space.spec.dataset, warn=say)
@@ -268,20 +305,16 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     results = []
     tuned_figures = finetuned(study)
     for t in chosen:
-        tuned = tuned_figures.get(str(t.number))
-        kept = "loading weights"
-        if (trained := final.get(str(t.number))) is not None:
-            epochs = trained.epochs
-            kept += f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained.test_accuracy:.4f})"
-        elif tuned and tuned["weights_kept"]:
-            kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"
-        say(f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else kept}")
+        trained, tuned = final.get(str(t.number)), tuned_figures.get(str(t.number))
         if req.retrain_full:
-            model = _retrain(space, t, data, seed)
+            say(f"trial {t.number}: retraining on training + validation data")
+            model, kind = _retrain(space, t, data, seed), RETRAINED
         else:
-            loaded = keras.saving.load_model(weights[t.number], safe_mode=True)
+            path, kind = weights[t.number]
+            say(f"trial {t.number}: {_weights_line(kind, trained, tuned, req.search_weights)}")
+            loaded = keras.saving.load_model(path, safe_mode=True)
             model = _float32_model(loaded, space, t.params, data.num_classes, data.channels)
-        results.append(_export_one(req, study, t, model, x_val, data.y_val, representative))
+        results.append(_export_one(req, study, t, model, x_val, data.y_val, representative, kind))
         keras.backend.clear_session(free_memory=True)
     manifest = _manifest(req, study, space, data, results)
     partial = req.out / "manifest.json.partial"
@@ -290,8 +323,25 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     return manifest, manifest["verdict"]
 
 
-def _final_summary(trained: FinalFigures | None, retrained: bool) -> dict[str, Any] | None:
-    if trained is None or retrained:
+def _weights_line(kind: str, trained: FinalFigures | None, tuned: dict[str, Any] | None, asked: bool) -> str:
+    """Which weights a trial's export took, and what that means for its figures."""
+    if kind == FINAL_TRAINED and trained is not None:
+        epochs = trained.epochs
+        return (
+            f"final-trained weights (final-trained {epochs} epoch{'s' * (epochs != 1)}, "
+            f"test accuracy {trained.test_accuracy:.4f})"
+        )
+    if tuned and tuned["weights_kept"]:
+        why = f"fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)}"
+    elif trained is not None and asked:
+        why = "as asked: its final-trained model is left out"
+    else:
+        why = "not final-trained: `nas train` trains it with the final recipe"
+    return f"search weights ({why})"
+
+
+def _final_summary(trained: FinalFigures | None, other_weights: bool) -> dict[str, Any] | None:
+    if trained is None or other_weights:
         return None
     return {
         "recipe": trained.recipe,
@@ -335,6 +385,7 @@ def _export_one(
     x_val: np.ndarray,
     y_val: np.ndarray,
     representative: np.ndarray,
+    weights: str,
 ) -> TrialExport:
     """Write one trial's files into a staging folder and move it into place only once they are
     complete, so a failed or interrupted export leaves no half-written `trial-N/`."""
@@ -354,8 +405,9 @@ def _export_one(
         # A supernet study's front: the weights kept are the fine-tuned ones (strategies/supernet/finetune.py).
         "finetuned": finetuned(study).get(str(t.number)),
         # `nas train`: the exported model is the final-trained one, scored once on the test set.
-        "final": _final_summary(final_figures(study).get(str(t.number)), req.retrain_full),
+        "final": _final_summary(final_figures(study).get(str(t.number)), weights != FINAL_TRAINED),
         "retrained_on_full_data": req.retrain_full,
+        "weights": weights,  # final-trained, search or retrained
     }
     reference = model.predict(x_val, verbose=0)
     shutil.rmtree(staging, ignore_errors=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
@@ -39,6 +40,7 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     record.update(
         params=attrs.get(TrialAttr.PARAMS),
         flops=attrs.get(TrialAttr.FLOPS),
+        model_bytes=attrs.get(TrialAttr.MODEL_BYTES),
         throughput_spread=attrs.get(TrialAttr.THROUGHPUT_SPREAD),
         latency_p50_ms=latency.get("p50_ms"),
         latency_p95_ms=latency.get("p95_ms"),
@@ -51,23 +53,17 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
     return record
 
 
-def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
-    """The noise-aware front, best first objective first: each record says whether it is on
-    the plain front too, which other members it cannot be told apart from, and the figures
-    confirmed after the search (`nas pareto --confirm`) where there are some."""
-    strict = {t.number for t in study.best_trials}
-    front = noise_aware_front(study)
-    intervals = {t.number: throughput_interval(t) for t in front}
+def figure_records(study: optuna.Study, trials: Sequence[FrozenTrial]) -> list[dict[str, Any]]:
+    """Each trial's record with every figure stored about it: the search's, the throughput's
+    interval, and those stored after the search (confirmed, fine-tuned, final-trained).
+    `on_front` and `overlaps` are left for pareto_records, which knows the front."""
     measured, tuned, final = confirmed(study), finetuned(study), final_figures(study)
     records = []
-    for t in front:
+    for t in trials:
         record = trial_record(study, t)
-        mine = intervals[t.number]
+        mine = throughput_interval(t)
         record["throughput_low"], record["throughput_high"] = mine if mine else (None, None)
-        record["on_front"] = t.number in strict
-        record["overlaps"] = sorted(
-            n for n, other in intervals.items() if n != t.number and mine and other and overlap(mine, other)
-        )
+        record["on_front"], record["overlaps"] = None, []
         again = measured.get(str(t.number))
         record["confirmed_throughput"] = again.images_per_s if again else None
         record["confirmed_low"], record["confirmed_high"] = (again.low, again.high) if again else (None, None)
@@ -77,6 +73,27 @@ def pareto_records(study: optuna.Study) -> list[dict[str, Any]]:
         record["final_throughput"] = trained.throughput if trained else None
         record["final_epochs"] = trained.epochs if trained else None
         records.append(record)
+    return records
+
+
+def pareto_records(study: optuna.Study, among: Sequence[FrozenTrial] | None = None) -> list[dict[str, Any]]:
+    """The noise-aware front, best first objective first: each record says whether it is on
+    the plain front too, which other members it cannot be told apart from, and the figures
+    confirmed after the search (`nas pareto --confirm`) where there are some. `among`: the
+    front of those trials alone (results/choose.py: the trials that meet a `--where`)."""
+    if among is None:
+        strict = {t.number for t in study.best_trials}
+    else:
+        strict = {t.number for t in noise_aware_front(study, among, exact=True)}
+    front = noise_aware_front(study, among)
+    intervals = {t.number: throughput_interval(t) for t in front}
+    records = figure_records(study, front)
+    for record in records:
+        mine = intervals[record["trial"]]
+        record["on_front"] = record["trial"] in strict
+        record["overlaps"] = sorted(
+            n for n, other in intervals.items() if n != record["trial"] and mine and other and overlap(mine, other)
+        )
     first = objective_names(study)[0]
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     return sorted(records, key=lambda r: float(r[first]), reverse=maximize)

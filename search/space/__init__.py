@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from nas.search.space.schema import space_schema as space_schema
     from nas.search.space.searchspace import SearchSpace as SearchSpace
     from nas.search.space.searchspace import stored_strategy as stored_strategy
+    from nas.search.space.spec import OBJECTIVES as OBJECTIVES
     from nas.search.space.spec import AugmentationSpec as AugmentationSpec
     from nas.search.space.spec import ConstraintsSpec as ConstraintsSpec
     from nas.search.space.spec import DatasetSpec as DatasetSpec
@@ -44,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         "searchspace": ["SearchSpace", "stored_strategy"],
         "params": ["Param", "shown"],
         "spec": [
+            "OBJECTIVES",
             "AugmentationSpec",
             "ConstraintsSpec",
             "DatasetSpec",
@@ -59,6 +61,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "BUILTIN_SETS",
     "FAMILIES",
+    "OBJECTIVES",
     "AugmentationSpec",
     "Candidate",
     "ConstraintsSpec",

@@ -24,9 +24,10 @@ import pytest
 from keras_tuner.src.engine import oracle as oracle_module
 from optuna.trial import TrialState
 
-from nas.tuner import OptunaOracle
+from nas.errors import NasError
+from nas.tuner import MeasuredThroughput, OptunaOracle
 
-from ..helpers import REPO
+from ..helpers import QUICK_MEASURE, REPO
 
 MAX = keras_tuner.Objective("score", "max")
 Formula = Callable[[dict[str, Any]], dict[str, float]]
@@ -372,6 +373,13 @@ def test_the_keras_tuner_workflow_on_real_models(tmp_path: Path, capsys: pytest.
     assert_told(again.oracle, load(tmp_path, "digits"))
 
 
+def assert_told_values(oracle: OptunaOracle, study: optuna.Study) -> None:
+    """Optuna was told each objective's value KerasTuner kept for the trial."""
+    for trial in oracle.trials.values():
+        told = study.trials[oracle.optuna_numbers[trial.trial_id]]
+        assert told.values == [trial.metrics.get_best_value(name) for name in oracle.objective_names]
+
+
 def assert_told(oracle: OptunaOracle, study: optuna.Study) -> None:
     """Each KerasTuner trial is its own Optuna trial, with its values and its score."""
     assert len(set(oracle.optuna_numbers.values())) == len(oracle.trials)
@@ -393,3 +401,41 @@ def test_the_example_script_runs_and_resumes(
         assert [t.state for t in study.trials] == [TrialState.COMPLETE] * trials
     front = [line for line in capsys.readouterr().out.splitlines() if line.startswith("front: ")]
     assert len(front) >= 2  # one line per front trial, after each run
+
+
+@pytest.mark.slow  # trains
+def test_measured_throughput_is_a_second_objective(tmp_path: Path) -> None:
+    """The oracle measures nothing; MeasuredThroughput reports nas' measured images/s of each
+    trial's model as the metric `throughput`, and the study's front is over both objectives."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+
+    def build(hp: keras_tuner.HyperParameters) -> keras.Model:
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(hp.Choice("units", [8, 512]), "relu")])
+        model.add(keras.layers.Dense(10))
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        return model
+
+    objectives = [keras_tuner.Objective("val_accuracy", "max"), keras_tuner.Objective("throughput", "max")]
+    oracle = OptunaOracle(objective=objectives, max_trials=2, study_name="fast", storage=storage_url(tmp_path))
+    search = keras_tuner.Tuner(hypermodel=build, oracle=oracle, directory=str(tmp_path / "kt"), project_name="f")
+    measured = MeasuredThroughput(batch_size=32, measure={k: v for k, v in QUICK_MEASURE.items() if k != "batch_sizes"})
+    search.search(x[:300], y[:300], validation_data=(x[300:400], y[300:400]), epochs=2, verbose=0, callbacks=[measured])
+
+    study = load(tmp_path, "fast")
+    assert study.metric_names == ["val_accuracy", "throughput"]
+    figures = {t.params["units"]: t.values[1] for t in study.trials}
+    assert set(figures) == {8, 512} and all(v > 0 for v in figures.values())
+    # Each trial's own model measured (a figure kept from the first trial would repeat).
+    assert figures[8] != figures[512]
+    assert_told_values(search.oracle, study)
+
+
+def test_measured_throughput_refuses_bad_settings_in_one_line() -> None:
+    with pytest.raises(NasError, match=r"^MeasuredThroughput: rounds: Input should be greater than or equal to 3$"):
+        MeasuredThroughput(measure={"rounds": 1})
+    with pytest.raises(NasError, match=r"^MeasuredThroughput: roundz: Extra inputs are not permitted$"):
+        MeasuredThroughput(measure={"roundz": 5})

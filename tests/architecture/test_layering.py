@@ -83,6 +83,7 @@ TF_FREE_MODULES = (
     "nas.search.engine.retention",
     "nas.search.engine.early_stopping",
     "nas.search.results.pareto",
+    "nas.search.results.choose",
     "nas.search.results.summaries",
     "nas.search.results.report",
     "nas.api",

@@ -145,8 +145,12 @@ def test_search_storage_urls(folder: Path, value: str) -> None:
 
 @FUZZ
 @given(
-    option=st.sampled_from(["study", "--format", "--quantize", "--trial", "--out", "--storage", "--artifacts"]),
-    value=values | st.sampled_from(["keras", "savedmodel", "tflite", "onnx", "tftrt", "tensorrt", "int8", "dynamic"]),
+    option=st.sampled_from(
+        ["study", "--format", "--quantize", "--trial", "--out", "--storage", "--artifacts", "--where", "--best"]
+    ),
+    value=values
+    | st.sampled_from(["keras", "savedmodel", "tflite", "onnx", "tftrt", "tensorrt", "int8", "dynamic"])
+    | st.sampled_from(["throughput>=5000", "test accuracy > 0.9", "params<=1e5", "accuracy", "size"]),
 )
 @example(option="--out", value="~nosuchuser/x")  # RuntimeError from Path.expanduser
 def test_export_options(folder: Path, option: str, value: str) -> None:

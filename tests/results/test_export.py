@@ -253,7 +253,7 @@ def _one_trial_export(tmp_path: Path, write: object, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(export, "_write", write)
     request = export.ExportRequest(storage=None, study="s", out=tmp_path, format="keras")  # type: ignore[arg-type]
     x = np.random.default_rng(0).random((20, 8, 8, 1), dtype=np.float32)
-    return export._export_one(request, study, study.trials[0], model, x, np.zeros(20, int), x)
+    return export._export_one(request, study, study.trials[0], model, x, np.zeros(20, int), x, export.SEARCH)
 
 
 def test_a_failing_or_interrupted_export_leaves_no_trial_folder(

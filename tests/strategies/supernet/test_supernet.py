@@ -364,7 +364,7 @@ def test_a_killed_supernet_training_resumes_from_its_last_epoch_and_the_search_f
     out = tmp_path / "exported"
     exported = run_cli("export", "elastic", "--storage", storage, "--format", "tflite", "--out", str(out), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr[-3000:]
-    assert "loading weights (fine-tuned 1 epoch)" in exported.stderr
+    assert "search weights (fine-tuned 1 epoch)" in exported.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["passed"] is True and manifest["trials"]
     one_image = 1 / manifest["trials"][0]["parity"]["images"]
