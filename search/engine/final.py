@@ -109,7 +109,7 @@ def final_recipe(spec: FinalSpec, candidate: Candidate, augmentation: Augmentati
         "batch_size": candidate.batch_size,
         "optimizer": candidate.optimizer,
         "label_smoothing": spec.label_smoothing,
-        "augmentation": augmentation.model_dump(mode="json"),
+        "augmentation": augmentation.recorded(),
         "data": spec.data,
         "seed": spec.seed,
     }
