@@ -25,7 +25,7 @@ ASPECT = (0.3, 1 / 0.3)  # its height over width (r_1, 1/r_1)
 ATTEMPTS = 10
 
 
-class RandomErasing(keras.layers.Layer):
+class RandomErasing(keras.layers.Layer):  # type: ignore[misc]  # Keras ships no types
     """Erase one random rectangle per image with probability `rate` (training only)."""
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs: Any) -> None:
