@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from nas.search.engine.front import confirmation, confirmed, final_figures
-from nas.search.records import Confirmation, ConfirmedFigure, FinalFigures, FinalTraining, StudyAttr
+from nas.search.records import Confirmation, ConfirmedFigure, FinalFigures, FinalRun, FinalTraining, StudyAttr
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,6 +140,40 @@ def test_an_old_final_record_reads_and_writes_back_unchanged() -> None:
     assert (second.search_accuracy, second.throughput_low, second.device) == (None, None, None)
     assert _stored(record.to_attr()) == _stored(OLD_FINAL)
     assert _stored(FinalFigures.from_attr(OLD_FINAL["trials"]["1"]).to_attr()) == _stored(OLD_FINAL["trials"]["1"])
+
+
+def test_several_seeds_store_each_seed_and_their_mean_and_read_back_unchanged() -> None:
+    old = FinalFigures.from_attr(OLD_FINAL["trials"]["1"])
+    (zero,) = old.runs  # an old record is seed 0's, and nothing else
+    assert (zero.seed, zero.test_accuracy, zero.model, old.kept_seed) == (0, 0.9328, old.model, 0)
+    assert _stored(FinalFigures.of_runs(old.recipe, old.search_accuracy, [zero]).to_attr()) == _stored(
+        OLD_FINAL["trials"]["1"]
+    )  # one seed, seed 0: stored as before seeds
+
+    def seed(k: int, accuracy: float, throughput: float) -> FinalRun:
+        name = f"fashion_mnist/final/trial-1-seed-{k}.keras"
+        return replace(zero, seed=k, test_accuracy=accuracy, throughput=throughput, model=name, sha256=str(k) * 64)
+
+    one, two = seed(1, 0.9400, 3500.0), replace(seed(2, 0.9350, 3300.0), throughput_high=3700.0)
+    figures = FinalFigures.of_runs(old.recipe, old.search_accuracy, [two, zero, one])
+    accuracies, speeds = [0.9328, 0.9400, 0.9350], [3443.19, 3500.0, 3300.0]
+    assert [run.seed for run in figures.runs] == [0, 1, 2]
+    assert figures.test_accuracy == round(statistics.mean(accuracies), 6) == 0.935933
+    assert figures.test_accuracy_sd == round(statistics.stdev(accuracies), 6)
+    assert figures.throughput == round(statistics.mean(speeds), 2) and figures.throughput_sd is not None
+    assert (figures.throughput_low, figures.throughput_high) == (zero.throughput_low, 3700.0)  # every seed's interval
+    assert (figures.kept_seed, figures.model, figures.sha256) == (2, two.model, two.sha256)  # closest to the mean
+    stored = figures.to_attr()
+    assert list(stored)[-3:] == ["seeds", "test_accuracy_sd", "throughput_sd"]
+    assert _stored(FinalFigures.from_attr(json.loads(_stored(stored))).to_attr()) == _stored(stored)
+    record = FinalTraining(trained_at="t", trials={"1": figures, "2": FinalFigures.from_attr(OLD_FINAL["trials"]["2"])})
+    assert _stored(FinalTraining.from_attr(json.loads(_stored(record.to_attr()))).to_attr()) == _stored(
+        record.to_attr()
+    )
+    assert "seeds" not in record.to_attr()["trials"]["2"]
+    # Equally far from the mean: the lower seed's model.
+    tie = FinalFigures.of_runs(old.recipe, None, [seed(3, 0.90, 1.0), seed(1, 0.92, 1.0)])
+    assert tie.kept_seed == 1 and tie.test_accuracy_sd is not None
 
 
 def test_an_old_confirmation_reads_and_writes_back_unchanged() -> None:
