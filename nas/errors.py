@@ -17,7 +17,7 @@ from collections.abc import Callable
 OPTIONS = frozenset(
     {
         "artifacts", "format", "gpus", "keep_top_k", "no_weights", "out", "quantize", "recycle_after",
-        "retrain_full", "storage", "study", "trial", "trials", "workers", "workers_per_gpu",
+        "retrain_full", "seeds", "storage", "study", "trial", "trials", "workers", "workers_per_gpu",
     }
 )  # fmt: skip
 # Where the Python API's parameter is named otherwise than the placeholder.

@@ -256,7 +256,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
         for t in chosen:
             # `nas train`'s model where there is one: what the final recipe trained and the test set scored.
-            found = final_model_file(study, t.number) if str(t.number) in final else None
+            found = final_model_file(study, t.number, store.root) if str(t.number) in final else None
             weights[t.number] = found or _weights_file(store, req.study, t, req.artifacts)
     _prepare_out(req.out)
 
@@ -271,7 +271,10 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
         kept = "loading weights"
         if (trained := final.get(str(t.number))) is not None:
             epochs = trained.epochs
-            kept += f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained.test_accuracy:.4f})"
+            kept += f" (final-trained {epochs} epoch{'s' * (epochs != 1)}, test accuracy {trained.test_accuracy:.4f}"
+            if len(trained.runs) > 1:  # the mean; the model is the seed's closest to it
+                kept += f" over {len(trained.runs)} seeds, seed {trained.kept_seed}'s model"
+            kept += ")"
         elif tuned and tuned["weights_kept"]:
             kept += f" (fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)})"
         say(f"trial {t.number}: {'retraining on training + validation data' if req.retrain_full else kept}")
@@ -292,7 +295,7 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
 def _final_summary(trained: FinalFigures | None, retrained: bool) -> dict[str, Any] | None:
     if trained is None or retrained:
         return None
-    return {
+    summary = {
         "recipe": trained.recipe,
         "test_accuracy": trained.test_accuracy,
         "keras_test_accuracy": trained.keras_test_accuracy,
@@ -301,6 +304,14 @@ def _final_summary(trained: FinalFigures | None, retrained: bool) -> dict[str, A
         "throughput_high": trained.throughput_high,
         "device": trained.device,
     }
+    if trained.seeds is not None:  # `nas train --seeds N`: the figures above are the seeds' means
+        summary |= {
+            "seeds": [run.seed for run in trained.seeds],
+            "kept_seed": trained.kept_seed,
+            "test_accuracy_sd": trained.test_accuracy_sd,
+            "throughput_sd": trained.throughput_sd,
+        }
+    return summary
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:
