@@ -42,6 +42,9 @@ class StudyAttr(StrEnum):
     # throughput measured again, and the kept model's file and hash; with `--seeds N` each
     # seed's figures and their mean and spread
     FINAL = "final"
+    # The dataset's paths inside the space file's folder, relative to the artifacts folder: a
+    # copied study finds its data from the artifacts folder it is given (engine/data_paths.py)
+    DATA_PATHS = "data_paths"
 
 
 # Each record's fields are in the order they are stored in: `to_attr` writes them so, and reading

@@ -35,6 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
+from nas.search.engine.data_paths import located
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.front import final_figures, noise_aware_front, objective_names
 from nas.search.engine.stored import candidate_plans, deploy_as_trial, trial_plans
@@ -198,13 +199,14 @@ def _train_final(
     again: bool,
     seeds: int,
 ) -> dict[str, FinalFigures]:
-    space, options = joined.space, joined.options
+    options = joined.options
+    root = default_artifact_root(options.storage, options.artifacts)
+    space = located(joined.space, study, root)  # a copied study's data, found from the artifacts folder
     recipe_spec = space.spec.final
     chosen = choose(study, asked, recipe_spec.trials)
     data = load_dataset(space.spec.dataset, warn=events.message)
     train, test = final_data(data, recipe_spec.data)
     start = make_start(data)
-    root = default_artifact_root(options.storage, options.artifacts)
     folder = own_folder(own_folder(root, safe_name(study.study_name, "study")), "final")
     figures = dict(final_figures(study))
     names = objective_names(study)

@@ -31,6 +31,7 @@ from nas.search.engine import (
     final_model_file,
     finetuned,
     load_existing_study,
+    located,
     objective_names,
     rebuild,
     shared_options,
@@ -248,9 +249,9 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
-    space = study_space(study)
-    chosen = _select(study, req.trials)
     store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
+    space = located(study_space(study), study, store.root)  # a copied study's data, found from the artifacts folder
+    chosen = _select(study, req.trials)
     weights: dict[int, Path] = {}
     final = final_figures(study)
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written

@@ -1,6 +1,6 @@
 """`nas train` on one small final-trained study, copied per test: `--seeds N` trains only the
 seeds it lacks and stores each seed's figures with their mean; `--again` trains again; a copied
-study finds its final models under the artifacts folder it is given."""
+study finds its final models and its data from the artifacts folder it is given."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
+import yaml
+
+from nas.errors import NasError
 
 from ..helpers import QUICK_MEASURE, run_cli
 
@@ -19,7 +23,8 @@ pytestmark = pytest.mark.slow  # a search and final trainings
 
 SPACE: dict[str, Any] = {
     "name": "seeds",
-    "dataset": {"source": "digits", "image_size": 8, "subset": 300, "test_fraction": 0.2, "validation_fraction": 0.25},
+    # Written relative to the space file, as a user's own data is.
+    "dataset": {"source": "npz", "path": "data/train.npz", "test_path": "data/test.npz", "image_size": 8},
     "model": {"stem_filters": 8, "stem_stride": 1, "head_filters": 16, "stages": [{"filters": 8}]},
     "training": {"epochs": 1, "batch_size": 32, "learning_rate": 0.02},
     "measure": {**QUICK_MEASURE, "latency": False, "confirm": False},
@@ -30,11 +35,20 @@ SPACE: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def _trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One searched trial, final-trained once (seed 0): nas.db and nas-artifacts/ in a folder."""
+    """One searched trial, final-trained once (seed 0): space.yaml, data/, nas.db and
+    nas-artifacts/ in a folder."""
+    from sklearn.datasets import load_digits
+
     import nas.api
 
     folder = tmp_path_factory.mktemp("final-seeds")
-    nas.api.search(SPACE, storage=f"sqlite:///{folder / 'nas.db'}")
+    (folder / "data").mkdir()
+    x, y = load_digits(return_X_y=True)
+    images = (x.reshape(-1, 8, 8) * 15).astype(np.uint8)
+    np.savez(folder / "data" / "train.npz", x=images[:300], y=y[:300])
+    np.savez(folder / "data" / "test.npz", x=images[300:420], y=y[300:420])
+    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    nas.api.search(str(folder / "space.yaml"), storage=f"sqlite:///{folder / 'nas.db'}")
     trained = run_cli("train", "seeds", "--storage", f"sqlite:///{folder / 'nas.db'}", cwd=folder)
     assert trained.returncode == 0, trained.stderr[-3000:]
     return folder
@@ -115,28 +129,37 @@ def test_again_trains_a_final_trained_trial_again(_trained: Path, tmp_path: Path
     assert after["recipe"] == before["recipe"] and after["history"]["seconds"] != before["history"]["seconds"]
 
 
-def test_a_copied_study_finds_its_final_models_under_the_artifacts_folder_it_is_given(
+def test_a_copied_study_finds_its_final_models_and_data_from_the_artifacts_folder_it_is_given(
     _trained: Path, tmp_path: Path
 ) -> None:
     from nas.search.engine import final_model_file
 
-    # The database in one folder, its artifacts in another, the folder it was trained in gone.
+    # The database in one folder; the artifacts and the data beside each other in another, as
+    # they were; the folders it was trained in gone (the study names them as another machine's).
     moved = tmp_path / "elsewhere" / "artifacts"
     storage = _copy(_trained, tmp_path / "db", artifacts=moved)
+    shutil.copytree(_trained / "data", moved.parent / "data")
+    study = optuna.load_study(study_name="seeds", storage=storage)
+    assert study.user_attrs["data_paths"] == {"path": "../data/train.npz", "test_path": "../data/test.npz"}
+    document = study.user_attrs["space_document"]
+    document["dataset"] |= {"path": "/training/machine/data/train.npz", "test_path": "/training/machine/data/test.npz"}
+    study.set_user_attr("space_document", document)
     (number, figures), *_ = _final(storage)["trials"].items()
     assert not Path(figures["model"]).is_absolute()  # stored relative to the artifacts folder
 
     out = tmp_path / "exported"
     args = ("export", "seeds", "--format", "keras", "--trial", number, "--out", str(out), "--storage", storage)
-    missing = run_cli(*args, cwd=tmp_path)  # the default folder, beside the database, holds nothing
+    missing = run_cli(*args, cwd=tmp_path)  # the default folder, beside the database, holds neither
     assert missing.returncode == 2 and "final-trained model of trial" in missing.stderr, missing.stderr[-2000:]
     exported = run_cli(*args, "--artifacts", str(moved), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "final-trained 1 epoch" in exported.stderr
 
     # A record from before relative paths: the training machine's absolute path, found by its tail.
-    study = optuna.load_study(study_name="seeds", storage=storage)
     record = study.user_attrs["final"]
     record["trials"][number]["model"] = f"/training/machine/nas-artifacts/{figures['model']}"
     study.set_user_attr("final", record)
     assert final_model_file(study, int(number), moved) == moved / figures["model"]
+    (moved / figures["model"]).unlink()
+    with pytest.raises(NasError, match=f"model of trial {number} is missing at {moved / figures['model']}"):
+        final_model_file(study, int(number), moved)
