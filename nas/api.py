@@ -98,15 +98,17 @@ class Study:
         *,
         where: str | Sequence[str] = (),
         again: bool = False,
+        seeds: int = 1,
         from_scratch: bool = False,
         artifacts: str | None = None,
         on_message: Callable[[str], None] | None = None,
     ) -> dict[int, dict[str, Any]]:
         """`nas train`: train `trials` (default: the front's most accurate members, at most the
         space's `final.trials`; or the front members that meet `where`) again with the space's
-        `final:` recipe, score each once on the test set, measure it again and keep the model.
-        Returns the study's final-trained figures (test accuracy, throughput, recipe, the kept
-        model's file) by trial number, those of earlier runs included."""
+        `final:` recipe (`seeds` times each, as `nas train --seeds`: the figures are the mean),
+        score each once on the test set, measure it again and keep the model. Returns the
+        study's final-trained figures (test accuracy, throughput, recipe, the kept model's
+        file) by trial number, those of earlier runs included."""
 
         choice = Choice.parse(where)
         either(trials, choice, "trials")
@@ -123,7 +125,9 @@ class Study:
             asked, _ = choice.trials_to_train(joined.study, joined.space.spec.final.trials)
             events.message(f"Chosen {choice.describe()}: trials {', '.join(map(str, asked))}")
         strategy = strategy_for(joined.space)
-        figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again)
+        if seeds < 1:
+            raise NasError(f"seeds: {seeds} is not a count of trainings (1 or more)")
+        figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again, seeds=seeds)
         return {int(number): f.to_attr() for number, f in figures.items()}
 
     def confirm(self, *, cache: bool = True, on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:

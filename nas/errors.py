@@ -17,7 +17,7 @@ from collections.abc import Callable
 OPTIONS = frozenset(
     {
         "artifacts", "best", "format", "gpus", "keep_top_k", "no_weights", "out", "quantize", "recycle_after",
-        "retrain_full", "search_weights", "storage", "study", "trial", "trials", "where", "workers",
+        "retrain_full", "search_weights", "seeds", "storage", "study", "trial", "trials", "where", "workers",
         "workers_per_gpu",
     }
 )  # fmt: skip

@@ -11,6 +11,7 @@ writer (`to_attr`, the JSON value stored) and one reader (`from_attr`).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -38,13 +39,18 @@ class StudyAttr(StrEnum):
     FINETUNED = "finetuned"
     # `nas train`: the chosen trials trained again with the space's `final:` recipe; per trial
     # number the recipe, its training curve, the test accuracy (Keras and deployed), the
-    # throughput measured again, and the kept model's file and hash
+    # throughput measured again, and the kept model's file and hash; with `--seeds N` each
+    # seed's figures and their mean and spread
     FINAL = "final"
+    # The dataset's paths inside the space file's folder, relative to the artifacts folder: a
+    # copied study finds its data from the artifacts folder it is given (engine/data_paths.py)
+    DATA_PATHS = "data_paths"
 
 
 # Each record's fields are in the order they are stored in: `to_attr` writes them so, and reading
 # then writing a stored record gives the same JSON. Every key is required when read: every version
-# of nas wrote all of them (None where a field's type allows it); a study without the record reads
+# of nas wrote all of them (None where a field's type allows it), but those a later version added
+# where an older record means their absence (FinalFigures' seeds); a study without the record reads
 # as None.
 
 
@@ -100,34 +106,132 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
-class FinalFigures:
-    """One trial trained again by `nas train` with the space's `final:` recipe (`FinalTraining.trials`)."""
+class FinalRun:
+    """One seed's final training of a trial (`FinalFigures.seeds`, `nas train --seeds N`)."""
 
-    # The recipe (engine/final.py's final_recipe): a trial asked again with an equal one is not
-    # trained again.
-    recipe: dict[str, Any]
+    seed: int  # k of 0..N-1 (engine/final.py's final_seed gives the seed it trained with)
     test_accuracy: float  # of the deployed form where it converted, else of the Keras model
     keras_test_accuracy: float
-    search_accuracy: float | None  # the trial's validation accuracy; None without an accuracy objective
     history: dict[str, list[float]]  # per epoch: loss, accuracy, ..., seconds
     seconds: float  # the training's
     throughput: float  # images/s measured again after the training
     throughput_low: float | None  # its 95% interval
     throughput_high: float | None
     device: str | None  # the device's name
-    model: str  # the kept model's file (.keras), for `nas export`
+    model: str  # the model's file (.keras): relative to the artifacts folder (absolute before)
     sha256: str  # of that file
-
-    @property
-    def epochs(self) -> int:
-        return int(self.recipe["epochs"])
 
     def to_attr(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_attr(cls, value: dict[str, Any]) -> FinalFigures:
+    def from_attr(cls, value: dict[str, Any]) -> FinalRun:
         return cls(**{f.name: value[f.name] for f in fields(cls)})
+
+
+# A record of one seed, seed 0, is stored as nas stored every record before seeds: the run's
+# figures alone, no `seeds` list. With more (or another) seed, the figures are their mean.
+_MANY_SEEDS = ("seeds", "test_accuracy_sd", "throughput_sd")
+
+
+@dataclass(frozen=True)
+class FinalFigures:
+    """One trial trained again by `nas train` with the space's `final:` recipe (`FinalTraining.trials`):
+    one seed's figures, or with `--seeds N` the mean of every seed's, the kept model the seed's
+    whose test accuracy is closest to that mean (the lower seed on a tie)."""
+
+    # The recipe (engine/final.py's final_recipe): a seed asked again with an equal one is not
+    # trained again.
+    recipe: dict[str, Any]
+    test_accuracy: float  # of the deployed form where it converted, else of the Keras model (mean of the seeds)
+    keras_test_accuracy: float  # (mean of the seeds)
+    search_accuracy: float | None  # the trial's validation accuracy; None without an accuracy objective
+    history: dict[str, list[float]]  # per epoch: loss, accuracy, ..., seconds (the kept seed's)
+    seconds: float  # the training's (mean of the seeds)
+    throughput: float  # images/s measured again after the training (mean of the seeds)
+    throughput_low: float | None  # its 95% interval (from the lowest seed's low to the highest's high)
+    throughput_high: float | None
+    device: str | None  # the device's name (the kept seed's)
+    model: str  # the kept model's file (.keras), for `nas export`: relative to the artifacts folder (absolute before)
+    sha256: str  # of that file
+    # Stored with 2 seeds or more, or one other than seed 0 (absent before seeds): every seed's
+    # figures, and the sample standard deviation of their test accuracies and throughputs.
+    seeds: tuple[FinalRun, ...] | None = None
+    test_accuracy_sd: float | None = None
+    throughput_sd: float | None = None
+
+    @property
+    def epochs(self) -> int:
+        return int(self.recipe["epochs"])
+
+    @property
+    def runs(self) -> tuple[FinalRun, ...]:
+        """Every seed's figures, seed 0's alone in a record of one seed."""
+        if self.seeds is not None:
+            return self.seeds
+        names = [f.name for f in fields(FinalRun) if f.name != "seed"]
+        return (FinalRun(seed=0, **{name: getattr(self, name) for name in names}),)
+
+    @property
+    def kept_seed(self) -> int:
+        """The seed whose model `model` is."""
+        return next((run.seed for run in self.runs if run.model == self.model), self.runs[0].seed)
+
+    @classmethod
+    def of_runs(cls, recipe: dict[str, Any], search_accuracy: float | None, runs: list[FinalRun]) -> FinalFigures:
+        """The figures of these seeds: their mean and spread, the model of the seed closest to the
+        mean (representative, where the best seed's would flatter it)."""
+        runs = sorted(runs, key=lambda run: run.seed)
+        accuracy = statistics.fmean(run.test_accuracy for run in runs)
+        distance = [abs(run.test_accuracy - accuracy) for run in runs]
+        # Two seeds are always equally far from their mean: a tie, up to the float's last bits.
+        kept = next(run for run, d in zip(runs, distance, strict=True) if d <= min(distance) + 1e-9)
+        lows = [run.throughput_low for run in runs]
+        highs = [run.throughput_high for run in runs]
+        alone = len(runs) == 1 and runs[0].seed == 0
+        return cls(
+            recipe=recipe,
+            test_accuracy=round(accuracy, 6),
+            keras_test_accuracy=round(statistics.fmean(run.keras_test_accuracy for run in runs), 6),
+            search_accuracy=search_accuracy,
+            history=kept.history,
+            seconds=round(statistics.fmean(run.seconds for run in runs), 1),
+            throughput=round(statistics.fmean(run.throughput for run in runs), 2),
+            throughput_low=None if None in lows else min(low for low in lows if low is not None),
+            throughput_high=None if None in highs else max(high for high in highs if high is not None),
+            device=kept.device,
+            model=kept.model,
+            sha256=kept.sha256,
+            seeds=None if alone else tuple(runs),
+            test_accuracy_sd=_sd([run.test_accuracy for run in runs], 6),
+            throughput_sd=_sd([run.throughput for run in runs], 2),
+        )
+
+    def to_attr(self) -> dict[str, Any]:
+        value = asdict(self)
+        if self.seeds is None:
+            for key in _MANY_SEEDS:
+                del value[key]
+        else:
+            value["seeds"] = [run.to_attr() for run in self.seeds]
+        return value
+
+    @classmethod
+    def from_attr(cls, value: dict[str, Any]) -> FinalFigures:
+        held = {f.name: value[f.name] for f in fields(cls) if f.name not in _MANY_SEEDS}
+        if value.get("seeds") is None:
+            return cls(**held)
+        return cls(
+            **held,
+            seeds=tuple(FinalRun.from_attr(run) for run in value["seeds"]),
+            test_accuracy_sd=value["test_accuracy_sd"],
+            throughput_sd=value["throughput_sd"],
+        )
+
+
+def _sd(values: list[float], digits: int) -> float | None:
+    """The sample standard deviation; None for one value."""
+    return round(statistics.stdev(values), digits) if len(values) > 1 else None
 
 
 @dataclass(frozen=True)
@@ -139,7 +243,7 @@ class FinalTraining:
     trials: dict[str, FinalFigures]  # by trial number (a string, as JSON keys are)
 
     def to_attr(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"trained_at": self.trained_at, "trials": {n: f.to_attr() for n, f in self.trials.items()}}
 
     @classmethod
     def from_attr(cls, value: dict[str, Any] | None) -> FinalTraining | None:

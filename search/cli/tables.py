@@ -110,6 +110,14 @@ def _note(record: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _tested(record: dict[str, Any]) -> str:
+    """The final test accuracy; over several seeds their mean ± standard deviation."""
+    tested, sd = record.get("test_accuracy"), record.get("test_accuracy_sd")
+    if tested is None:
+        return "-"
+    return format_objective("accuracy", tested) + ("" if sd is None else f"±{sd:.4f}")
+
+
 def _mark(record: dict[str, Any]) -> str:
     return ("" if record.get("on_front", True) else "*") + ("≈" if record.get("overlaps") else "")
 
@@ -118,12 +126,12 @@ def _wide_cells(r: dict[str, Any], objectives: list[str]) -> list[str]:
     confirmed = r.get("confirmed_throughput")
     again = _interval(r.get("confirmed_low"), r.get("confirmed_high"))
     latency = f"{r['latency_p50_ms']:.2f}/{r['latency_p95_ms']:.2f} ms" if r.get("latency_p50_ms") else "-"
-    tuned, tested = r.get("finetuned_accuracy"), r.get("test_accuracy")
+    tuned = r.get("finetuned_accuracy")
     return [
         str(r["trial"]),
         *(format_objective(name, r.get(name)) for name in objectives),
         "-" if tuned is None else format_objective("accuracy", tuned),
-        "-" if tested is None else format_objective("accuracy", tested),
+        _tested(r),
         _interval(r.get("throughput_low"), r.get("throughput_high")),
         "-" if confirmed is None else f"{confirmed:,.0f} ({again})",
         f"{r['params']:,}" if r.get("params") is not None else "-",
@@ -170,8 +178,7 @@ def pareto_columns(records: list[dict[str, Any]], objectives: list[str], *, wide
             tuned = [r.get("finetuned_accuracy") for r in records]
             columns.append(Column("fine-tuned", ["-" if a is None else format_objective(name, a) for a in tuned]))
         if name == "accuracy" and any(r.get("test_accuracy") is not None for r in records):
-            tested = [r.get("test_accuracy") for r in records]
-            columns.append(Column("test", ["-" if a is None else format_objective(name, a) for a in tested]))
+            columns.append(Column("test", [_tested(r) for r in records]))
     if any(r.get("confirmed_throughput") is not None for r in records):
         cells = [
             _plus_minus(r.get("confirmed_throughput"), r.get("confirmed_low"), r.get("confirmed_high")) for r in records
@@ -190,7 +197,8 @@ PARETO_LEGEND_WIDE = (
     "the measurement cannot order these trials. within noise: beaten by another trial's median only, not "
     "beyond the interval. confirmed: measured again together after the search (nas pareto STUDY --confirm). "
     "fine-tuned: a supernet study's accuracy after fine-tuning from the inherited weights (accuracy: inherited). "
-    "test (final): accuracy on the test set after `nas train` (the search's accuracy is on validation data)."
+    "test (final): accuracy on the test set after `nas train` (the search's accuracy is on validation data; "
+    "±: the standard deviation over `nas train --seeds N`)."
 )
 
 

@@ -58,6 +58,15 @@ def train(
     again: Annotated[
         bool, typer.Option("--again", help="Train again a trial already final-trained with the same recipe.")
     ] = False,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Train each network N times (seeds 0..N-1) and keep the mean and spread; seeds already "
+            "trained with the same recipe are kept.",
+        ),
+    ] = 1,
     storage: StorageOpt = None,
     artifacts: ArtifactsOpt = None,
     debug: DebugOpt = False,
@@ -65,7 +74,8 @@ def train(
     """Train the front's most accurate members (at most the space's final.trials), or the trials
     --trials names or --where/--best choose, again with the space's `final:` recipe; score each
     on the test set, measure its throughput again, and keep the models for `nas export`. A killed
-    run resumes from its last finished epoch; a trial already trained with the same recipe is kept."""
+    run resumes from its last finished epoch; a trial already trained with the same recipe is kept
+    (--again trains it again). With --seeds N the figures are the seeds' mean and spread."""
     import os
     from dataclasses import replace
 
@@ -91,12 +101,13 @@ def train(
     runtime.import_tensorflow()
     view = StepView(err)
     try:
-        figures = strategy_for(joined.space).train_final(joined, view, trials=asked, scratch=from_scratch, again=again)
+        strategy = strategy_for(joined.space)
+        figures = strategy.train_final(joined, view, trials=asked, scratch=from_scratch, again=again, seeds=seeds)
     finally:
         view.stop()
     shown = [str(n) for n in asked] if asked else sorted(figures, key=lambda n: -figures[n].test_accuracy)
     table = Table(title=f"Final training of '{study}' (test set: read once, after training)")
-    for column in ("trial", "search accuracy", "test accuracy", "img/s (again)", "epochs", "seconds"):
+    for column in ("trial", "search accuracy", "test accuracy", "img/s (again)", "seeds", "epochs", "seconds"):
         table.add_column(column, justify="right")
     for number in shown:
         f = figures.get(number)
@@ -106,10 +117,22 @@ def train(
         table.add_row(
             number,
             "-" if search is None else f"{search:.4f}",
-            f"{f.test_accuracy:.4f}",
-            f"{f.throughput:,.0f}",
+            _spread(f"{f.test_accuracy:.4f}", f.test_accuracy_sd, ".4f"),
+            _spread(f"{f.throughput:,.0f}", f.throughput_sd, ",.0f"),
+            str(len(f.runs)),
             str(f.epochs),
             f"{f.seconds:,.0f}",
         )
     out.print(table)
+    if many := [n for n in shown if n in figures and len(figures[n].runs) > 1]:
+        kept = ", ".join(f"trial {n} seed {figures[n].kept_seed}" for n in many)
+        out.print(
+            f"With {' or '.join(sorted({f'{len(figures[n].runs)} seeds' for n in many}))}: the mean ± the standard "
+            f"deviation over the seeds; the model kept for export is the seed's closest to the mean ({kept})."
+        )
     out.print(f"`nas pareto {study}` shows the test accuracy; `nas export {study}` exports these models.")
+
+
+def _spread(mean: str, sd: float | None, form: str) -> str:
+    """`0.9312 ± 0.0021` over several seeds, the figure alone for one."""
+    return mean if sd is None else f"{mean} ± {sd:{form}}"

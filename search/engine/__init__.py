@@ -8,6 +8,7 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.engine.collector import freeze_survivors as freeze_survivors
+    from nas.search.engine.data_paths import located as located
     from nas.search.engine.early_stopping import rung_epochs as rung_epochs
     from nas.search.engine.evaluation import EpochCallback as EpochCallback
     from nas.search.engine.evaluation import Evaluation as Evaluation
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "data_paths": ["located"],
         "early_stopping": ["rung_epochs"],
         "front": [
             "confirmation",
@@ -130,6 +132,7 @@ __all__ = [
     "join_study",
     "keras_setup",
     "load_existing_study",
+    "located",
     "make_sampler",
     "noise_aware_front",
     "objective_names",

@@ -98,12 +98,16 @@ class Strategy:
         trials: list[int] | None = None,
         scratch: bool = False,
         again: bool = False,
+        seeds: int = 1,
     ) -> dict[str, FinalFigures]:
-        """`nas train`: the front (or `trials`) trained with the space's final recipe and
-        scored on the test set (engine/final.py)."""
+        """`nas train`: the front (or `trials`) trained with the space's final recipe (`seeds`
+        times each) and scored on the test set (engine/final.py)."""
         from nas.search.engine.final import train_final
 
-        return train_final(joined, events, lambda data: self.final_start(joined, data, scratch=scratch), trials=trials)
+        def start(data: Dataset) -> Start:
+            return self.final_start(joined, data, scratch=scratch)
+
+        return train_final(joined, events, start, trials=trials, again=again, seeds=seeds)
 
     def finetune(self, joined: JoinedStudy, events: SearchEvents, *, epochs: int | None = None) -> dict[str, Any]:
         raise NasError(

@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 
 from nas import __version__
 from nas.errors import NasError
+from nas.search.engine.data_paths import store_travelling_paths
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.recovery import recover_orphans
@@ -82,7 +83,7 @@ def prepare_study(
 ) -> tuple[optuna.storages.RDBStorage, optuna.Study]:
     """Create or resume the study and store what its workers need; the caller has already
     checked everything that can reject the input, so nothing is written for bad input."""
-    check_artifact_root(options.storage, options.artifacts)  # the last check: a file in its way
+    root = check_artifact_root(options.storage, options.artifacts)  # the last check: a file in its way
     storage = open_storage(options.storage)
     study = open_study(space, storage, options.study_name)
     for line in recover_orphans(study, GRACE_PERIOD_S):
@@ -91,6 +92,7 @@ def prepare_study(
     study.set_user_attr(StudyAttr.SEARCH, options.shared())
     if space.document is not None:
         study.set_user_attr(StudyAttr.SPACE_DOCUMENT, space.document)
+        store_travelling_paths(study, space, root)
     return storage, study
 
 

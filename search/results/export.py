@@ -31,6 +31,7 @@ from nas.search.engine import (
     final_model_file,
     finetuned,
     load_existing_study,
+    located,
     objective_names,
     rebuild,
     shared_options,
@@ -162,7 +163,7 @@ def model_file(
     """The trial's kept model and whose weights it holds: `nas train`'s final-trained model
     where there is one (what the final recipe trained and the test set scored), else, or with
     `search`, the search's own (a supernet study's fine-tuned ones)."""
-    if not search and (final := final_model_file(study, trial.number)) is not None:
+    if not search and (final := final_model_file(study, trial.number, store.root)) is not None:
         return final, FINAL_TRAINED
     return _weights_file(store, study.study_name, trial, artifacts), SEARCH
 
@@ -286,11 +287,11 @@ def run_export(req: ExportRequest, say: Callable[[str], None]) -> tuple[dict[str
     choice = _check_request(req)
     storage = open_storage(req.storage, create=False)
     study = load_existing_study(storage, req.study, req.storage)
-    space = study_space(study)
+    store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
+    space = located(study_space(study), study, store.root)  # a copied study's data, found from the artifacts folder
     chosen = _select(study, choice.trials_to_export(study) if choice else req.trials)
     if choice:
         say(f"chosen {choice.describe()}: trial{'s' * (len(chosen) != 1)} {', '.join(str(t.number) for t in chosen)}")
-    store = WeightStore(storage.engine, default_artifact_root(req.storage, req.artifacts))
     weights: dict[int, tuple[Path, str]] = {}
     final = final_figures(study)
     if not req.retrain_full:  # every trial's weights are found and checked before anything is written
@@ -327,9 +328,10 @@ def _weights_line(kind: str, trained: FinalFigures | None, tuned: dict[str, Any]
     """Which weights a trial's export took, and what that means for its figures."""
     if kind == FINAL_TRAINED and trained is not None:
         epochs = trained.epochs
+        seeds = f" over {len(trained.runs)} seeds, seed {trained.kept_seed}'s model" if len(trained.runs) > 1 else ""
         return (
             f"final-trained weights (final-trained {epochs} epoch{'s' * (epochs != 1)}, "
-            f"test accuracy {trained.test_accuracy:.4f})"
+            f"test accuracy {trained.test_accuracy:.4f}{seeds})"
         )
     if tuned and tuned["weights_kept"]:
         why = f"fine-tuned {tuned['epochs']} epoch{'s' * (tuned['epochs'] != 1)}"
@@ -343,7 +345,7 @@ def _weights_line(kind: str, trained: FinalFigures | None, tuned: dict[str, Any]
 def _final_summary(trained: FinalFigures | None, other_weights: bool) -> dict[str, Any] | None:
     if trained is None or other_weights:
         return None
-    return {
+    summary = {
         "recipe": trained.recipe,
         "test_accuracy": trained.test_accuracy,
         "keras_test_accuracy": trained.keras_test_accuracy,
@@ -352,6 +354,14 @@ def _final_summary(trained: FinalFigures | None, other_weights: bool) -> dict[st
         "throughput_high": trained.throughput_high,
         "device": trained.device,
     }
+    if trained.seeds is not None:  # `nas train --seeds N`: the figures above are the seeds' means
+        summary |= {
+            "seeds": [run.seed for run in trained.seeds],
+            "kept_seed": trained.kept_seed,
+            "test_accuracy_sd": trained.test_accuracy_sd,
+            "throughput_sd": trained.throughput_sd,
+        }
+    return summary
 
 
 def _retrain(space: SearchSpace, t: optuna.trial.FrozenTrial, data: Dataset, seed: int) -> keras.Model:

@@ -72,6 +72,9 @@ def figure_records(study: optuna.Study, trials: Sequence[FrozenTrial]) -> list[d
         record["test_accuracy"] = trained.test_accuracy if trained else None
         record["final_throughput"] = trained.throughput if trained else None
         record["final_epochs"] = trained.epochs if trained else None
+        # `nas train --seeds N`: the figures above are the seeds' means; their standard deviation.
+        record["final_seeds"] = len(trained.runs) if trained else None
+        record["test_accuracy_sd"] = trained.test_accuracy_sd if trained else None
         records.append(record)
     return records
 

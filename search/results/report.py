@@ -25,7 +25,7 @@ from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
 from nas.search.engine import confirmed, final_figures, noise_aware_front, objective_names, throughput_interval
-from nas.search.records import StudyAttr, TrialAttr
+from nas.search.records import FinalFigures, StudyAttr, TrialAttr
 from nas.search.results.pareto import hypervolume_2d
 from nas.search.results.summaries import stopped_early_line
 
@@ -157,19 +157,21 @@ def pareto_figure(study: optuna.Study) -> Any:
     final = final_figures(study)
     if final and {x_name, y_name} == {"accuracy", "throughput"}:
         # `nas train`: test accuracy after the final recipe at the throughput measured again.
+        # With `nas train --seeds N`: the seeds' means, and a bar of one standard deviation.
         tested = [(int(n), f) for n, f in sorted(final.items(), key=lambda item: int(item[0]))]
         on_x = x_name == "throughput"
+        spread = {"type": "data", "array": [f.test_accuracy_sd or 0.0 for _, f in tested]}
+        seeds = any(f.test_accuracy_sd is not None for _, f in tested)
         fig.add_trace(
             go.Scatter(
                 x=[f.throughput if on_x else f.test_accuracy for _, f in tested],
                 y=[f.test_accuracy if on_x else f.throughput for _, f in tested],
+                error_y=spread if on_x and seeds else None,
+                error_x=spread if not on_x and seeds else None,
                 mode="markers",
                 name=f"final-trained, test accuracy ({len(tested)})",
                 marker={"color": "#9467bd", "size": 10, "symbol": "star"},
-                text=[
-                    f"trial {n}: test accuracy {f.test_accuracy:.4f} after {f.epochs} epochs, {f.throughput:,.0f} img/s"
-                    for n, f in tested
-                ],
+                text=[_final_text(n, f) for n, f in tested],
                 hovertemplate="%{text}<extra></extra>",
             )
         )
@@ -180,6 +182,13 @@ def pareto_figure(study: optuna.Study) -> Any:
     if y_name in LOG_OBJECTIVES:
         fig.update_yaxes(type="log")
     return fig
+
+
+def _final_text(number: int, f: FinalFigures) -> str:
+    text = f"trial {number}: test accuracy {f.test_accuracy:.4f}"
+    if f.test_accuracy_sd is not None:
+        text += f" ± {f.test_accuracy_sd:.4f} (mean of {len(f.runs)} seeds)"
+    return text + f" after {f.epochs} epochs, {f.throughput:,.0f} img/s"
 
 
 def hypervolume_figure(study: optuna.Study) -> Any | None:

@@ -4,7 +4,7 @@ compression_spec, each strategy's settings in its package (added by schema.py)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -50,10 +50,26 @@ class AugmentationSpec(Spec):
     contrast: float = Field(
         0.0, ge=0, le=1, description="scale contrast by a random factor in [1 - contrast, 1 + contrast]"
     )
+    erasing: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="random erasing (Zhong et al. 2017): with this probability one rectangle of 2-40% of the "
+        "image, aspect ratio 0.3 to 3.3, is filled with uniform random values",
+    )
+
+    # Knobs added after final figures were first stored with their recipe: left out of the
+    # stored recipe at their default, so a recipe stored before them still compares equal.
+    LATER: ClassVar[tuple[str, ...]] = ("erasing",)
 
     @property
     def active(self) -> bool:
-        return self.flip != "none" or bool(self.rotation or self.crop or self.contrast)
+        return self.flip != "none" or bool(self.rotation or self.crop or self.contrast or self.erasing)
+
+    def recorded(self) -> dict[str, Any]:
+        """The form stored in a final training's recipe."""
+        data = self.model_dump(mode="json")
+        return {k: v for k, v in data.items() if not (k in self.LATER and v == type(self).model_fields[k].default)}
 
 
 class DatasetSpec(Spec):

@@ -22,6 +22,7 @@ from nas.search.data import Dataset, pipeline
 from nas.search.runtime import import_tensorflow
 from nas.search.space import AugmentationSpec, Candidate, PruningSpec
 from nas.search.training.checkpoint import EpochCheckpoint
+from nas.search.training.erasing import RandomErasing
 from nas.search.training.pruning import Pruner
 from nas.search.training.result import TrainResult
 from nas.storage import critical
@@ -42,6 +43,9 @@ def make_augmenter(spec: AugmentationSpec, seed: int) -> keras.Sequential | None
         layers.append(keras.layers.RandomZoom((-spec.crop, 0.0), fill_mode="reflect", seed=seed + 2))
     if spec.contrast:
         layers.append(keras.layers.RandomContrast(spec.contrast, value_range=(0, 1), seed=seed + 3))
+    if spec.erasing:
+        # Last, as the paper erases after its flips and crops: a rectangle covers what they left.
+        layers.append(RandomErasing(spec.erasing, seed=seed + 4))
     return keras.Sequential(layers, name="augmentation") if layers else None
 
 

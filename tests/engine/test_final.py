@@ -117,7 +117,7 @@ def test_a_killed_final_training_resumes_from_its_last_epoch_and_its_model_expor
 
     # A fresh clone of the results (the figures in the database, not the model file): nothing is
     # trained again unasked, and the export says why it cannot export that trial.
-    Path(figures["model"]).unlink()
+    (tmp_path / "nas-artifacts" / figures["model"]).unlink()  # stored relative to the artifacts folder
     kept = run_cli("train", "final", "--storage", storage, cwd=tmp_path)
     assert kept.returncode == 0 and "Final training of" not in kept.stderr
     assert f"trial {number}: final-trained with this recipe already (figures kept)" in kept.stderr

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from nas.search.engine.front import confirmation, confirmed, final_figures
-from nas.search.records import Confirmation, ConfirmedFigure, FinalFigures, FinalTraining, StudyAttr
+from nas.search.records import Confirmation, ConfirmedFigure, FinalFigures, FinalRun, FinalTraining, StudyAttr
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,6 +140,74 @@ def test_an_old_final_record_reads_and_writes_back_unchanged() -> None:
     assert (second.search_accuracy, second.throughput_low, second.device) == (None, None, None)
     assert _stored(record.to_attr()) == _stored(OLD_FINAL)
     assert _stored(FinalFigures.from_attr(OLD_FINAL["trials"]["1"]).to_attr()) == _stored(OLD_FINAL["trials"]["1"])
+
+
+def _seed(k: int, accuracy: float, throughput: float) -> FinalRun:
+    """Another seed of OLD_FINAL's trial 1."""
+    (zero,) = FinalFigures.from_attr(OLD_FINAL["trials"]["1"]).runs
+    name = f"fashion_mnist/final/trial-1-seed-{k}.keras"
+    return replace(zero, seed=k, test_accuracy=accuracy, throughput=throughput, model=name, sha256=str(k) * 64)
+
+
+def _three_seeds() -> FinalFigures:
+    """OLD_FINAL's trial 1 with seeds 1 and 2 (given out of order)."""
+    old = FinalFigures.from_attr(OLD_FINAL["trials"]["1"])
+    two = replace(_seed(2, 0.9350, 3300.0), throughput_high=3700.0)
+    return FinalFigures.of_runs(old.recipe, old.search_accuracy, [two, *old.runs, _seed(1, 0.9400, 3500.0)])
+
+
+def test_several_seeds_store_each_seed_and_their_mean_and_read_back_unchanged() -> None:
+    old = FinalFigures.from_attr(OLD_FINAL["trials"]["1"])
+    (zero,) = old.runs  # an old record is seed 0's, and nothing else
+    assert (zero.seed, zero.test_accuracy, zero.model, old.kept_seed) == (0, 0.9328, old.model, 0)
+    assert _stored(FinalFigures.of_runs(old.recipe, old.search_accuracy, [zero]).to_attr()) == _stored(
+        OLD_FINAL["trials"]["1"]
+    )  # one seed, seed 0: stored as before seeds
+
+    figures = _three_seeds()
+    accuracies, speeds = [0.9328, 0.9400, 0.9350], [3443.19, 3500.0, 3300.0]
+    assert [run.seed for run in figures.runs] == [0, 1, 2]
+    assert figures.test_accuracy == round(statistics.mean(accuracies), 6) == 0.935933
+    assert figures.test_accuracy_sd == round(statistics.stdev(accuracies), 6)
+    assert figures.throughput == round(statistics.mean(speeds), 2) and figures.throughput_sd is not None
+    assert (figures.throughput_low, figures.throughput_high) == (zero.throughput_low, 3700.0)  # every seed's interval
+    kept = figures.runs[2]  # closest to the mean
+    assert (figures.kept_seed, figures.model, figures.sha256, figures.history) == (
+        2,
+        kept.model,
+        kept.sha256,
+        kept.history,
+    )
+    stored = figures.to_attr()
+    assert list(stored)[-3:] == ["seeds", "test_accuracy_sd", "throughput_sd"]
+    assert _stored(FinalFigures.from_attr(json.loads(_stored(stored))).to_attr()) == _stored(stored)
+    record = FinalTraining(trained_at="t", trials={"1": figures, "2": FinalFigures.from_attr(OLD_FINAL["trials"]["2"])})
+    assert _stored(FinalTraining.from_attr(json.loads(_stored(record.to_attr()))).to_attr()) == _stored(
+        record.to_attr()
+    )
+    assert "seeds" not in record.to_attr()["trials"]["2"]
+    # Equally far from the mean: the lower seed's model.
+    tie = FinalFigures.of_runs(old.recipe, None, [_seed(3, 0.90, 1.0), _seed(1, 0.92, 1.0)])
+    assert tie.kept_seed == 1 and tie.test_accuracy_sd is not None
+
+
+def test_pareto_the_report_and_the_manifest_read_the_mean_of_several_seeds_with_its_spread() -> None:
+    from nas.search.results import pareto_records
+    from nas.search.results.export import _final_summary
+    from nas.search.results.report import pareto_figure
+
+    study = _study()
+    figures = _three_seeds()
+    study.set_user_attr(StudyAttr.FINAL, FinalTraining(trained_at="t", trials={"1": figures}).to_attr())
+    one = {r["trial"]: r for r in pareto_records(study)}[1]
+    assert (one["test_accuracy"], one["final_throughput"]) == (0.935933, figures.throughput)
+    assert (one["final_seeds"], one["test_accuracy_sd"]) == (3, figures.test_accuracy_sd)
+    trace = {trace.name: trace for trace in pareto_figure(study).data}["final-trained, test accuracy (1)"]
+    assert list(trace.y) == [0.935933] and list(trace.error_y.array) == [figures.test_accuracy_sd]
+    assert trace.text[0].startswith(f"trial 1: test accuracy 0.9359 ± {figures.test_accuracy_sd:.4f} (mean of 3 seeds)")
+    summary = _final_summary(final_figures(study)["1"], False)
+    assert summary is not None and summary["test_accuracy"] == 0.935933
+    assert (summary["seeds"], summary["kept_seed"]) == ([0, 1, 2], 2)
 
 
 def test_an_old_confirmation_reads_and_writes_back_unchanged() -> None:
