@@ -15,7 +15,16 @@ from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search import strategies
 from nas.search.cli.console import err, message, out
 from nas.search.cli.ending import report_end, show_pareto, show_table, warn_unused_gpus
-from nas.search.cli.options import ArtifactsOpt, BestOpt, DebugOpt, StorageOpt, WhereOpt, WideOpt, check_study
+from nas.search.cli.options import (
+    ArtifactsOpt,
+    BestOpt,
+    DebugOpt,
+    SpaceArg,
+    StorageOpt,
+    WhereOpt,
+    WideOpt,
+    check_study,
+)
 from nas.search.records import SamplerName
 
 if TYPE_CHECKING:
@@ -59,7 +68,7 @@ class Format(StrEnum):
 
 @app.command()
 def search(
-    space: Annotated[str, typer.Argument(help="Space file, or a preset name (mobilenet, tiny).")],
+    space: SpaceArg,
     study: Annotated[
         str | None, typer.Option(help="Study name (default: the space's name).", callback=check_study)
     ] = None,
@@ -172,7 +181,9 @@ def search(
         from nas.search.strategies import strategy_for
 
         # after-search steps included
-        single = run_search(spec, options, LiveSearchView(err, objectives), strategy=strategy_for(spec))
+        single = run_search(
+            spec, options, LiveSearchView(err, objectives), strategy=strategy_for(spec)
+        )
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
     report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)
 

@@ -6,6 +6,10 @@ from typing import Annotated
 
 import typer
 
+from nas.spaces import preset_names
+
+# The presets are read from the package, so the help names every one shipped.
+SpaceArg = Annotated[str, typer.Argument(help=f"Space file, or a preset name ({', '.join(preset_names())}).")]
 StorageOpt = Annotated[
     str | None,
     typer.Option("--storage", help="Database URL (default: $NAS_STORAGE or sqlite:///nas.db)."),

@@ -11,11 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from nas.search.cli.console import message, out
+from nas.search.cli.options import SpaceArg
 from nas.search.space import human
 
 space_app = typer.Typer(help="Check and inspect a space file without training anything.", no_args_is_help=True)
-
-SpaceArg = Annotated[str, typer.Argument(help="Space file, or a preset name.")]
 
 
 class ShowFormat(StrEnum):

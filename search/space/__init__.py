@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from nas.search.space.compression_spec import PruningSpec as PruningSpec
     from nas.search.space.families import FAMILIES as FAMILIES
     from nas.search.space.loading import load_space as load_space
-    from nas.search.space.loading import preset_names as preset_names
     from nas.search.space.loading import space_from_dict as space_from_dict
     from nas.search.space.params import Param as Param
     from nas.search.space.params import shown as shown
@@ -41,7 +40,7 @@ __getattr__, __dir__ = lazy_exports(
         "candidate": ["Candidate", "StagePlan"],
         "compression_spec": ["PruningSpec"],
         "families": ["FAMILIES"],
-        "loading": ["load_space", "preset_names", "space_from_dict"],
+        "loading": ["load_space", "space_from_dict"],
         "searchspace": ["SearchSpace", "stored_strategy"],
         "params": ["Param", "shown"],
         "spec": [
@@ -79,7 +78,6 @@ __all__ = [
     "load_space",
     "parse_bytes",
     "parse_count",
-    "preset_names",
     "shown",
     "space_from_dict",
     "space_schema",

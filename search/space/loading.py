@@ -32,6 +32,7 @@ from nas.search.space.spec import (
     TrainingSpec,
 )
 from nas.search.strategies import space_part
+from nas.spaces import preset_names
 
 # The schema's names stay importable from here, where the rest of the package looks for them.
 __all__ = [
@@ -99,10 +100,6 @@ def format_validation_error(exc: ValidationError) -> str:
     if err["type"] in ("literal_error", "string_pattern_mismatch") or msg.startswith("Input should"):
         msg = f"{shown(err.get('input'))}: {msg[0].lower()}{msg[1:]}"
     return f"{where}: {msg}"
-
-
-def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("nas.spaces").iterdir() if p.name.endswith(".yaml"))
 
 
 # No space file is near this size; a bigger one is the wrong file (a data set, a log), which

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from nas.errors import NasError
-from nas.search.space import load_space, preset_names, space_from_dict
+from nas.search.space import load_space, space_from_dict
+from nas.spaces import preset_names
 
 from ..helpers import REPO, run_cli
 
