@@ -166,7 +166,7 @@ def search(
         pool = WorkerPool(
             options,
             placements,
-            PoolLiveView(err, objectives),
+            PoolLiveView(err, objectives, timeout=options.timeout),
             recycle_after=DEFAULT_RECYCLE_AFTER if recycle_after is None else recycle_after,
             debug=debug,
         )
@@ -182,7 +182,7 @@ def search(
 
         # after-search steps included
         single = run_search(
-            spec, options, LiveSearchView(err, objectives), strategy=strategy_for(spec)
+            spec, options, LiveSearchView(err, objectives, timeout=options.timeout), strategy=strategy_for(spec)
         )
         stopped_by, finished, budget = single.stopped_by, single.finished, single.budget
     report_end(options, stopped_by, finished, budget, show_front=True, wide=wide)

@@ -6,6 +6,7 @@ matters (finished trials, workers starting and ending, messages), never per phas
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console, Group
@@ -14,17 +15,18 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nas.search.cli.display import trial_line, trial_progress
+from nas.search.cli.display import BudgetClock, trial_line, trial_progress
 from nas.search.engine import TrialReport
 from nas.search.records import PipeEvent, StoppedBy
 from nas.search.workers import PoolView, Slot
 
 
 class PoolLiveView(PoolView):
-    def __init__(self, console: Console, objectives: list[str]) -> None:
+    def __init__(self, console: Console, objectives: list[str], timeout: float | None = None) -> None:
         self.console = console
         self.objectives = objectives
-        self.progress = trial_progress(console)
+        self.clock = BudgetClock(timeout)
+        self.progress = trial_progress(console, self.clock)
         self.task = self.progress.add_task("search", total=1)
         self.slots: list[Slot] = []
         self.pareto = 0
@@ -57,6 +59,7 @@ class PoolLiveView(PoolView):
     def start(self, study: str, budget: int, finished: int, slots: list[Slot]) -> None:
         self.slots = slots
         self.progress.update(self.task, description=f"study {study}", total=budget, completed=finished)
+        self.clock.start(budget, finished, time.monotonic())
         if finished >= budget:
             self.console.print(f"Budget complete: {finished} of {budget} trials finished.")
             return
@@ -71,6 +74,7 @@ class PoolLiveView(PoolView):
         who = escape(f"[w{slot.placement.index}]")
         if kind == PipeEvent.TRIAL_FINISHED:
             self.pareto = event["pareto"]
+            self.clock.finished(event["finished"], time.monotonic())
             self.progress.update(self.task, completed=event["finished"])
             report = TrialReport.from_dict(event["report"])
             self.console.print(f"{who} {trial_line(report, self.objectives)}")

@@ -72,7 +72,7 @@ def _worker_interactive(url: StorageURL, study: str, timeout: float | None, recy
     strategy = strategy_for(joined.space)
     outcome = run_worker(
         joined,
-        LiveSearchView(err, objectives),
+        LiveSearchView(err, objectives, timeout=joined.options.timeout),
         strategy.evaluation,
         worker_index=index,
         recycle_after=recycle_after or None,
