@@ -1,20 +1,26 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the guide's pages that are generated, so they cannot drift.
 
+- `index.md`: README.md, the front page on GitHub and in the site alike.
 - `reference/space.md`: every key of the space file, from the pydantic schema (search/space/):
-  its type or domain, default and description.
+  its type or domain, default and description, in place of the marker in the page's source.
 - `benchmarks/*.md`: one page per `## ` section of benchmarks/RESULTS.md (which stays the one
   file where figures are written), with the plots those sections show.
 
-MkDocs has no plug-in for either (mkdocstrings documents Python objects, not a pydantic schema
-as a file format; a page per section of one Markdown file is ours), hence these few functions.
-A generated benchmark page that the nav does not list is a warning, so `mkdocs build --strict`
-fails when RESULTS.md gains a section the guide does not show.
+The pages link as GitHub reads them, from the file they are in (`docs/x.md` from the README,
+`../benchmarks/RESULTS.md#section` from a page of docs/), so every page reads on GitHub too;
+each link is pointed at the page that shows it in the site as the page is built.
+
+MkDocs has no plug-in for any of this (mkdocstrings documents Python objects, not a pydantic
+schema as a file format; a page per section of one Markdown file is ours), hence these few
+functions. A generated benchmark page that the nav does not list is a warning, so `mkdocs build
+--strict` fails when RESULTS.md gains a section the guide does not show.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import re
 import types
 import typing
@@ -32,6 +38,8 @@ from pydantic_core import PydanticUndefined
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
+README = REPO / "README.md"
+SPACE_REFERENCE_MARK = "<!-- generated: every key of the schema (scripts/docs_hooks.py) -->"
 log = logging.getLogger("mkdocs.hooks.nas")
 
 
@@ -138,16 +146,7 @@ def space_reference() -> str:
             described = described.removeprefix("searchable: ")  # the type column says so
             lines.append(f"| `{name}` | {kind} | {_default_text(info)} | {described} |")
         sections.append("\n".join(lines))
-    intro = (
-        "# Space file reference\n\n"
-        "Every key a space file takes, generated from the schema nas validates it with "
-        "(`search/space/spec.py`, `model_spec.py`, `compression_spec.py`, `supernet_spec.py`), so it is always the "
-        "version you run. A *searchable* key takes a plain value or a search domain "
-        "(`{choice: [...]}`, `{int: [low, high]}`, `{float: [low, high], log: true}`, each with an "
-        "optional `when:`), inside the range shown; how to write them: "
-        "[The space file](../space.md#parameters). Unknown keys are errors.\n"
-    )
-    return intro + "\n\n" + "\n\n".join(sections) + "\n"
+    return "\n\n".join(sections) + "\n"
 
 
 # ---- benchmarks/RESULTS.md, a page per section --------------------------------------------
@@ -195,31 +194,88 @@ def results_pages() -> dict[str, str]:
         listing.append(f"- [{title}]({slug}.md)")
     intro = re.sub(r"(?m)^# .*$", "# Benchmarks", intro, count=1)
     pages["benchmarks/index.md"] = intro.rstrip() + "\n\n" + "\n".join(listing) + "\n"
+    where = results_anchors()
+
+    def relink(link: re.Match[str]) -> str:
+        found = where.get(link.group(1))
+        return f"]({posixpath.relpath(found, 'benchmarks')})" if found else link.group(0)
+
+    return {uri: re.sub(r"\]\(#([^)\s]+)\)", relink, content) for uri, content in pages.items()}
+
+
+def results_anchors() -> dict[str, str]:
+    """GitHub's anchor of each heading of RESULTS.md -> the site's page (and MkDocs' anchor)
+    that shows it, from the site's root."""
     where: dict[str, str] = {}
-    page = "index.md"
-    for anchor, level, title in _github_anchors(text):
+    page = "benchmarks/index.md"
+    for anchor, level, title in _github_anchors(RESULTS.read_text(encoding="utf-8")):
         if level <= 2:
-            page = f"{_slug(title)}.md" if level == 2 else page
+            page = f"benchmarks/{_slug(title)}.md" if level == 2 else page
             where[anchor] = page
         else:  # MkDocs' own anchor for the heading (its toc extension's)
             where[anchor] = f"{page}#{slugify(title.replace('`', ''), '-')}"
+    return where
+
+
+# ---- links: as GitHub reads them in the source, as the site serves them --------------------
+
+LINK = re.compile(r"(\]\()([^)\s#]*)(#[^)\s]*)?(\))")
+
+
+def site_path(repo_path: str, anchor: str = "") -> str | None:
+    """The site's page (from its root, with the anchor) that shows a file of the repository,
+    or None for a file the site does not show."""
+    if repo_path == "README.md":
+        return "index.md" + anchor
+    if repo_path.startswith("docs/"):
+        return repo_path.removeprefix("docs/") + anchor
+    if repo_path == "benchmarks/RESULTS.md":
+        return results_anchors().get(anchor[1:], "benchmarks/index.md") if anchor else "benchmarks/index.md"
+    if re.fullmatch(r"benchmarks/[\w.-]+\.png", repo_path):
+        return repo_path  # on_files copies them
+    return None
+
+
+def site_links(markdown: str, source: str, page: str) -> str:
+    """A page's relative links, written from its source file in the repository (`source`),
+    pointed at the site's pages from the page's own place in the site (`page`)."""
 
     def relink(link: re.Match[str]) -> str:
-        return f"]({where.get(link.group(1), '#' + link.group(1))})"
+        target, anchor = link.group(2), link.group(3) or ""
+        if not target or re.match(r"[a-z]+:", target):
+            return link.group(0)  # an anchor on the same page, or a URL
+        repo_path = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+        found = site_path(repo_path, anchor)
+        if found is None:
+            raise ValueError(f"{source}: the link to {target} points at a file the site does not show")
+        path, _, hash_ = found.partition("#")
+        relative = posixpath.relpath(path, posixpath.dirname(page) or ".")
+        return f"{link.group(1)}{relative}{'#' + hash_ if hash_ else ''}{link.group(4)}"
 
-    return {uri: re.sub(r"\]\(#([^)\s]+)\)", relink, content) for uri, content in pages.items()}
+    return LINK.sub(relink, markdown)
 
 
 # ---- hooks ---------------------------------------------------------------------------------
 
 
 def on_files(files: Files, *, config: MkDocsConfig) -> Files:
-    files.append(File.generated(config, "reference/space.md", content=space_reference()))
+    files.append(File.generated(config, "index.md", content=README.read_text(encoding="utf-8")))
     for uri, content in results_pages().items():
         files.append(File.generated(config, uri, content=content))
     for image in sorted((REPO / "benchmarks").glob("*.png")):
         files.append(File.generated(config, f"benchmarks/{image.name}", abs_src_path=str(image)))
     return files
+
+
+def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
+    uri = page.file.src_uri
+    if uri == "index.md":
+        return site_links(markdown, "README.md", uri)
+    if uri == "reference/space.md":
+        markdown = markdown.replace(SPACE_REFERENCE_MARK, space_reference())
+    if uri.startswith("benchmarks/"):
+        return markdown  # generated with the site's links
+    return site_links(markdown, f"docs/{uri}", uri)
 
 
 def on_page_content(html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:

@@ -1,7 +1,7 @@
 """The guide's generated pages (scripts/docs_hooks.py) and its build: the space reference
 names every key the shipped spaces use, with the schema's description; RESULTS.md's sections
-are pages the nav lists; `mkdocs build --strict` passes (broken links, anchors, a page left
-out of the nav all fail it)."""
+are pages the nav lists; the home page is the README; `mkdocs build --strict` passes (broken
+links, anchors, a page left out of the nav all fail it)."""
 
 from __future__ import annotations
 
@@ -100,3 +100,8 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     for command in ("search", "pareto", "train", "export", "worker", "report"):
         assert f"nas {command}" in cli, command
     assert "--from-scratch" in cli and "--workers-per-gpu" in cli
+    # The home page is the README, its links to docs/ pointed at the site's pages.
+    home = (tmp_path / "site" / "index.html").read_text()
+    assert "The Pareto front" in home and 'href="getting-started/"' in home and 'href="docs/' not in home
+    space = (tmp_path / "site" / "reference" / "space" / "index.html").read_text()
+    assert 'id="modelstages"' in space and hooks.SPACE_REFERENCE_MARK not in space
