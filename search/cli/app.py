@@ -79,7 +79,10 @@ def search(
     timeout: Annotated[
         float | None, typer.Option(min=0, help="Start no trial after S seconds (a supernet's training included).")
     ] = None,
-    sampler: Annotated[SamplerName | None, typer.Option(help="Sampler (default: the space's).")] = None,
+    sampler: Annotated[
+        SamplerName | None,
+        typer.Option(help="Sampler (default: the space's; gp needs PyTorch, not installed with nas)."),
+    ] = None,
     seed: Annotated[int | None, typer.Option(min=0, max=2**32 - 1, help="Sampler seed (default: the space's).")] = None,
     cache: Annotated[bool, typer.Option(help="Reuse earlier measurements of the same network on this device.")] = True,
     screening: Annotated[
