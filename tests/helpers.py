@@ -162,7 +162,7 @@ def kill_nas_at(text: str, *args: str, cwd: Path) -> str:
     return lines.text()
 
 
-# The servers the `server` tests use, as the README and .ci/run state: PostgreSQL and MariaDB
+# The servers the `server` tests use, as docs/development.md and .ci/run state: PostgreSQL and MariaDB
 # (the mysql backend), each with a database `test` its user may create tables in.
 SERVERS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test?connect_timeout=3",
