@@ -128,7 +128,15 @@ class Study:
         if seeds < 1:
             raise NasError(f"seeds: {seeds} is not a count of trainings (1 or more)")
         figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again, seeds=seeds)
-        return {int(number): f.to_attr() for number, f in figures.items()}
+        from nas.search.engine import stored_model_path
+        from nas.storage import default_artifact_root
+
+        # The study stores models relative to its artifacts folder (so it travels): a caller
+        # gets the path on this machine.
+        root = default_artifact_root(joined.options.storage, joined.options.artifacts)
+        return {
+            int(number): f.to_attr() | {"model": str(stored_model_path(f.model, root))} for number, f in figures.items()
+        }
 
     def confirm(self, *, cache: bool = True, on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """`nas pareto --confirm`: measure the front (and the trials within noise of it) again,

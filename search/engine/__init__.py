@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from nas.search.engine.events import TrialReport as TrialReport
     from nas.search.engine.final import Start as Start
     from nas.search.engine.final import final_model_file as final_model_file
+    from nas.search.engine.final import stored_model_path as stored_model_path
     from nas.search.engine.front import confirmation as confirmation
     from nas.search.engine.front import confirmed as confirmed
     from nas.search.engine.front import final_figures as final_figures
@@ -68,7 +69,7 @@ __getattr__, __dir__ = lazy_exports(
             "objective_names",
             "throughput_interval",
         ],
-        "final": ["Start", "final_model_file"],
+        "final": ["Start", "final_model_file", "stored_model_path"],
         "stored": ["converts", "deploy_as_trial", "rebuild", "study_space", "trial_plans"],
         "keras_evaluation": ["KerasEvaluation", "KerasSetup", "keras_setup"],
         "evaluation": ["EpochCallback", "Evaluation", "TrialWork"],
@@ -126,6 +127,7 @@ __all__ = [
     "ended_normally",
     "final_figures",
     "final_model_file",
+    "stored_model_path",
     "finetuned",
     "finish_search",
     "freeze_survivors",
