@@ -223,7 +223,7 @@ def reference(name: str, seeds: int, minutes: float, command: str) -> Literal["d
     train_data, test = final_data(load_dataset(dataset), final.data)
     deadline = time.monotonic() + minutes * 60
     for k in todo:
-        run = _train_seed(name, build, k, candidate, recipe, augmentation, train_data, test, deadline)
+        run = _train_seed(name, build, k, candidate, recipe, (final, augmentation), (train_data, test), deadline)
         if run is None:
             print(f"{name} seed {k}: stopped after {minutes:.0f} minutes; run the same command to resume")
             return "stopped"
@@ -245,13 +245,13 @@ def _train_seed(
     k: int,
     candidate: Any,
     recipe: dict[str, Any],
-    augmentation: Any,
-    train_data: Any,
-    test: Any,
+    spec: tuple[Any, Any],
+    data: tuple[Any, Any],
     deadline: float,
 ) -> dict[str, Any] | None:
-    """Seed k of one reference trained and scored both ways; None where the deadline stopped it
-    (its checkpoint is written: the next piece resumes)."""
+    """Seed k of one reference trained and scored both ways (`spec`: the final recipe's spec
+    and its augmentation; `data`: the training and test sets); None where the deadline stopped
+    it (its checkpoint is written: the next piece resumes)."""
     import keras
 
     from nas.search.engine.final import final_seed
@@ -260,7 +260,7 @@ def _train_seed(
     from nas.search.training.checkpoint import EpochCheckpoint
     from nas.search.training.train import train_and_evaluate
 
-    final = recipe_space().spec.final
+    (final, augmentation), (train_data, test) = spec, data
     seed = final_seed(final.seed, 0, k)  # seed 0's is the recipe's seed, as in round 1
     keras.utils.set_random_seed(seed)
     model = build()
