@@ -17,12 +17,17 @@ above 1,000):
 
 `measure` times the keras.applications references and the 2-conv network in the same process,
 so `compare` also says, per study, which references its final-trained front dominates
-(benchmarks/fashion_report.py's rule: at least as accurate on the test set, faster beyond both
+(round 1's rule: at least as accurate on the test set, one seed each, faster beyond both
 throughput intervals).
 
 "Time to reach" is the first minute at which a supernet study's curve reaches the final curve
 value of the `trials` study of the same seed. The `trials` study of seed 0 is
 benchmarks/fashion.py's; the others live in benchmarks/fashion-runs/supernet/supernet.db.
+
+This is round 1's comparison (issue 47): it reads benchmarks/fashion-runs/ (benchmarks/
+fashion_state.py's round 1), whichever round the pieces now run, and keeps round 1's rule, so
+its committed figures stay what its commands give. Round 2's verdicts, with each accuracy's
+noise, are benchmarks/fashion_report.py's.
 """
 
 from __future__ import annotations
@@ -35,31 +40,23 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import stamps
-from benchmarks.fashion_references import REFERENCES
-from benchmarks.fashion_report import judge, reference_accuracy
-from benchmarks.fashion_state import DATABASE as TRIALS_DATABASE
-from benchmarks.fashion_state import STUDY as TRIALS_STUDY
-from benchmarks.fashion_state import WORK, final_trained, recipe_space
-from benchmarks.fashion_supernet import DATABASE as SUPERNET_DATABASE
-from benchmarks.fashion_supernet import HERE
-from benchmarks.fashion_supernet import SEARCH_SECONDS as HORIZON
+from benchmarks.fashion_references import REFERENCES, reference_score
+from benchmarks.fashion_state import ROUNDS, SEARCH_SECONDS, STUDY, Front, final_trained, recipe_space, round_studies
 from benchmarks.scoring import front_hypervolume
 
+WORK = ROUNDS[1]
+HERE = WORK / "supernet"
+TRIALS_STUDY = STUDY
+TRIALS_DATABASE = WORK / "fashion.db"
+SUPERNET_DATABASE = HERE / "supernet.db"
+HORIZON = SEARCH_SECONDS
 STEP = 60
 PLOT = Path(__file__).parent / "fashion_supernet_hv.png"
 
 
-def study_names() -> list[tuple[str, str, int, Path]]:
-    """(label, study name, seed, database) of every study that exists, `trials` seed 0 first."""
-    import optuna
-
-    found = [("trials s0", TRIALS_STUDY, 0, TRIALS_DATABASE)]
-    if SUPERNET_DATABASE.is_file():
-        storage = f"sqlite:///{SUPERNET_DATABASE}"
-        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
-            kind, seed = summary.study_name.removeprefix("fashion_").rsplit("_s", 1)
-            found.append((f"{kind} s{seed}", summary.study_name, int(seed), SUPERNET_DATABASE))
-    return found
+def study_names() -> list[Front]:
+    """(label, study name, seed, database) of every study of round 1, `trials` seed 0 first."""
+    return round_studies(WORK)
 
 
 def clock_start(study: str, chunks: Iterable[dict[str, Any]], first_trial: dt.datetime) -> float:
@@ -89,20 +86,24 @@ def time_to_reach(values: list[float], target: float, step: int = STEP) -> int |
     return next((i * step for i, v in enumerate(values) if v >= target), None)
 
 
+def dominated_by(reference: dict[str, Any], front: list[dict[str, Any]]) -> list[str]:
+    """Round 1's rule: the nas networks at least as accurate on the test set as `reference` (one
+    seed each) and faster beyond both throughput intervals (their low end above its high end)."""
+    return [
+        r["name"] for r in front if r["test_accuracy"] >= reference["test_accuracy"] and r["low"] > reference["high"]
+    ]
+
+
 def versus_references(front: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, list[str]]:
     """The references (measured with the front, their test accuracy from benchmarks/fashion.py's
-    runs) the front dominates, and those it does not: the proof table's rule (`judge`)."""
+    runs of round 1) the front dominates, and those it does not, by round 1's rule."""
     references = [
-        {
-            "name": name,
-            "kind": "reference",
-            "test_accuracy": reference_accuracy(json.loads(path.read_text())),
-            **measured[name],
-        }
+        {"name": name, **reference_score(json.loads(path.read_text())), **measured[name]}
         for name in REFERENCES
         if name in measured and (path := WORK / "references" / f"{name}.json").is_file()
     ]
-    return judge([{**r, "kind": "nas"} for r in front] + references)["nas"]
+    beaten = [r["name"] for r in references if dominated_by(r, front)]
+    return {"dominates": beaten, "not_dominated": [r["name"] for r in references if r["name"] not in beaten]}
 
 
 def _progress(database: Path) -> list[dict[str, Any]]:
@@ -122,12 +123,12 @@ def measure() -> None:
     runtime.set_debug(False)
     runtime.import_tensorflow()
     from benchmarks.fashion_report import measure_together_now
-    from nas.search.engine.stored import rebuild
+    from nas.search.engine.stored import rebuild, study_space
 
-    space = recipe_space()
     models = []
     for label, name, _, database in study_names():
         found = optuna.load_study(study_name=name, storage=f"sqlite:///{database}")
+        space = study_space(found)  # round 1's, not the preset's today
         by_number = {t.number: t for t in found.trials}
         for number in sorted(final_trained(found), key=int):
             params = by_number[int(number)].params
@@ -137,7 +138,7 @@ def measure() -> None:
     for reference, (build, _) in REFERENCES.items():
         keras.utils.set_random_seed(0)
         models.append((reference, build()))
-    result = {"command": "python -m benchmarks.fashion_endtoend measure"} | measure_together_now(models, space)
+    result = {"command": "python -m benchmarks.fashion_endtoend measure"} | measure_together_now(models, recipe_space())
     HERE.mkdir(parents=True, exist_ok=True)
     (HERE / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
 

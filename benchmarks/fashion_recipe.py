@@ -49,9 +49,9 @@ def train(name: str, seed: int, deadline: float) -> bool:
     from nas.search.engine.final import final_data, final_recipe
     from nas.search.nets import build_model
     from nas.search.space import AugmentationSpec, load_space
-    from nas.search.training.scoring import evaluate
     from nas.search.training import train_and_evaluate
     from nas.search.training.checkpoint import EpochCheckpoint
+    from nas.search.training.scoring import evaluate
 
     space = load_space("fashion_mnist")
     spec = space.spec.final.model_copy(update={"seed": seed})

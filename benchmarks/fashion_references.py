@@ -1,7 +1,9 @@
 """The networks benchmarks/fashion.py sets beside nas' front: keras.applications with fresh
 weights (Fashion-MNIST resized to 32x32, the smallest input they accept) and the data set's
 published "2 Conv + pooling + BatchNorm" network (at 28x28), each trained with exactly the
-preset's final recipe in nas' own training loop, then scored once on the test set.
+preset's final recipe in nas' own training loop, then scored once on the test set; with
+`--seeds N` N times, each seed from its own initialisation and data order, their mean and
+spread compared (benchmarks/fashion_verdicts.py).
 
 keras.applications' BatchNormalization keeps moving statistics with momentum 0.999; a
 reference's test accuracy is scored after they are estimated again on 2,048 training images
@@ -13,13 +15,15 @@ the references.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks import stamps
-from benchmarks.fashion_state import WORK, recipe_space
+from benchmarks.fashion_state import WORK, logged, recipe_space
+from benchmarks.fashion_verdicts import sample_sd
 
 REFERENCE_SIZE = 32
 CALIBRATION_IMAGES = 2048
@@ -140,34 +144,68 @@ REFERENCES: dict[str, tuple[Callable[[], Any], int]] = {
 }
 
 
-def reference(name: str, minutes: float, command: str) -> None:
+SCORINGS = ("test_accuracy", "test_accuracy_moving_statistics")  # BatchNorm re-estimated; training's
+
+
+def seeds_to_train(record: dict[str, Any] | None, recipe: dict[str, Any], seeds: int) -> list[int]:
+    """The seeds of 0..seeds-1 a reference's JSON lacks; all of them where its seeds were trained
+    with another recipe (the preset's may change between pieces)."""
+    held = record["seeds"] if record and record.get("recipe") == recipe else []
+    done = {run["seed"] for run in held}
+    return [k for k in range(seeds) if k not in done]
+
+
+def with_seed(
+    record: dict[str, Any] | None, recipe: dict[str, Any], run: dict[str, Any], command: str, commit: str
+) -> dict[str, Any]:
+    """A reference's JSON with one more seed's figures (`run`: its `seed`, both scorings, its
+    history and stamps): every seed's kept, each scoring's mean and sample standard deviation
+    over them, the pieces' commands listed once each. Seeds of another recipe are dropped."""
+    kept = record if record and record.get("recipe") == recipe else None
+    runs = [r for r in (kept or {}).get("seeds", []) if r["seed"] != run["seed"]]
+    own = {key: value for key, value in run.items() if key not in ("name", "params")}
+    runs = sorted([*runs, own], key=lambda r: r["seed"])
+    figures: dict[str, Any] = {"name": run["name"], "params": run["params"], "recipe": recipe, "seeds": runs}
+    for scoring in SCORINGS:
+        values = [r[scoring] for r in runs]
+        figures[scoring] = round(statistics.fmean(values), 6)
+        figures[f"{scoring}_sd"] = sample_sd(values)
+    return logged((kept or {}) | figures, command, commit)
+
+
+def reference_score(record: dict[str, Any]) -> dict[str, Any]:
+    """A reference's test accuracy for the comparison: the mean, spread and seed count of the
+    better of its two scorings. `nas train` scores with training's moving BatchNorm statistics;
+    the references were scored so and again with statistics re-estimated on training images
+    (which helps most of them): the better figure makes a reference as hard to dominate as either
+    scoring can. A JSON of round 1 (one seed, no `seeds`) reads as one seed."""
+    runs = record.get("seeds") or [record]
+    scored = [[r.get(scoring, 0.0) for r in runs] for scoring in SCORINGS]
+    best = max(scored, key=statistics.fmean)
+    return {"test_accuracy": round(statistics.fmean(best), 6), "test_accuracy_sd": sample_sd(best), "seeds": len(runs)}
+
+
+def reference(name: str, seeds: int, minutes: float, command: str) -> Literal["done", "trained", "stopped"]:
     """Train one reference with the preset's final recipe (nas' own training loop: the same
-    warm-up, cosine decay, label smoothing, augmentation and data), then score it once on the
-    test set. A checkpoint per epoch: a piece stopped by --minutes resumes there. Its JSON
-    names `command`, the piece's (`python -m benchmarks.fashion reference ...`)."""
+    warm-up, cosine decay, label smoothing, augmentation and data), seeds 0..seeds-1, each
+    scored once on the test set and stored in its JSON as it ends; seed k starts from its own
+    initialisation and reads the data in its own order (engine/final.py's final_seed, as `nas
+    train --seeds` gives a trial). A checkpoint per epoch: a piece stopped by --minutes resumes
+    there. Says whether the seeds were done already, are now, or the deadline stopped it; the
+    JSON lists `command`, the pieces'."""
     from nas.search import runtime
 
     runtime.set_debug(False)
     runtime.import_tensorflow()
-    import keras
-
     from nas.search.data import load_dataset
     from nas.search.engine.final import final_data, final_recipe
-    from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
-    from nas.search.strategies.supernet.extract import recalibrate
-    from nas.search.training.checkpoint import EpochCheckpoint
-    from nas.search.training.train import train_and_evaluate
 
     out = WORK / "references" / f"{name}.json"
-    if out.is_file():
-        print(f"{name}: done ({out})")
-        return
+    record = json.loads(out.read_text()) if out.is_file() else None
     build, size = REFERENCES[name]
     space = recipe_space()
     final = space.spec.final
     dataset = space.spec.dataset.model_copy(update={"image_size": size})
-    data = load_dataset(dataset)
-    train_data, test = final_data(data, final.data)
     candidate = replace(
         space.candidate(_middle(space), num_classes=10, channels=1),
         epochs=final.epochs,
@@ -176,16 +214,63 @@ def reference(name: str, minutes: float, command: str) -> None:
     )
     augmentation = final.augmentation or space.spec.dataset.augmentation
     recipe = final_recipe(final, candidate, augmentation, reference=name, image_size=size)
-    keras.utils.set_random_seed(final.seed)
+    todo = seeds_to_train(record, recipe, seeds)
+    if not todo:
+        print(f"{name}: {seeds} seed{'s' * (seeds != 1)} done ({out})")
+        return "done"
+    if record and record.get("recipe") != recipe:
+        print(f"{name}: the preset's final recipe changed; its {len(record['seeds'])} seeds are trained again")
+    train_data, test = final_data(load_dataset(dataset), final.data)
+    deadline = time.monotonic() + minutes * 60
+    for k in todo:
+        run = _train_seed(name, build, k, candidate, recipe, (final, augmentation), (train_data, test), deadline)
+        if run is None:
+            print(f"{name} seed {k}: stopped after {minutes:.0f} minutes; run the same command to resume")
+            return "stopped"
+        record = with_seed(record, recipe, run, command, stamps.commit())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
+        tmp.replace(out)  # a kill mid-write keeps the seeds stored before
+        print(
+            f"{name} seed {k}: test accuracy {run['test_accuracy']:.4f} "
+            f"(moving statistics {run['test_accuracy_moving_statistics']:.4f}), {run['params']:,} params"
+        )
+    return "trained"
+
+
+def _train_seed(
+    name: str,
+    build: Callable[[], Any],
+    k: int,
+    candidate: Any,
+    recipe: dict[str, Any],
+    spec: tuple[Any, Any],
+    data: tuple[Any, Any],
+    deadline: float,
+) -> dict[str, Any] | None:
+    """Seed k of one reference trained and scored both ways (`spec`: the final recipe's spec
+    and its augmentation; `data`: the training and test sets); None where the deadline stopped
+    it (its checkpoint is written: the next piece resumes)."""
+    import keras
+
+    from nas.search.engine.final import final_seed
+    from nas.search.strategies.supernet.evaluation import calibration_batches, evaluate
+    from nas.search.strategies.supernet.extract import recalibrate
+    from nas.search.training.checkpoint import EpochCheckpoint
+    from nas.search.training.train import train_and_evaluate
+
+    (final, augmentation), (train_data, test) = spec, data
+    seed = final_seed(final.seed, 0, k)  # seed 0's is the recipe's seed, as in round 1
+    keras.utils.set_random_seed(seed)
     model = build()
     # Kept with the results (committed): a piece that ends mid-training resumes next session.
-    checkpoint = EpochCheckpoint(WORK / "checkpoints" / f"{name}.ckpt.npz", recipe)
-    deadline = time.monotonic() + minutes * 60
+    checkpoint = EpochCheckpoint(WORK / "checkpoints" / f"{name}{f'-seed-{k}' if k else ''}.ckpt.npz", recipe)
 
     def on_epoch(epoch: int, epochs: int, logs: dict[str, float]) -> None:
-        print(f"{name}: epoch {epoch}/{epochs}, loss {logs['loss']:.4f}, train accuracy {logs['accuracy']:.4f}")
+        print(f"{name} seed {k}: epoch {epoch}/{epochs}, loss {logs['loss']:.4f}, accuracy {logs['accuracy']:.4f}")
         if time.monotonic() > deadline and epoch < epochs:
-            raise TimeoutError  # the checkpoint of this epoch is written: the next piece resumes
+            raise TimeoutError  # the checkpoint of this epoch is written
 
     started = time.monotonic()
     try:
@@ -193,7 +278,7 @@ def reference(name: str, minutes: float, command: str) -> None:
             model,
             candidate,
             train_data,
-            seed=final.seed,
+            seed=seed,
             on_epoch=on_epoch,
             augmentation=augmentation if augmentation.active else None,
             label_smoothing=final.label_smoothing,
@@ -201,28 +286,25 @@ def reference(name: str, minutes: float, command: str) -> None:
             checkpoint=checkpoint,
         )
     except TimeoutError:
-        print(f"{name}: stopped after {minutes} minutes; run the same command to resume")
-        return
+        return None
     _, moving = evaluate(model, test)
     recalibrate(model, calibration_batches(train_data, 256, CALIBRATION_IMAGES // 256))
     _, recalibrated = evaluate(model, test)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figures = {
-        "command": command,
+    checkpoint.remove()
+    params = int(model.count_params())
+    keras.backend.clear_session(free_memory=True)
+    return {
+        "seed": k,
         "name": name,
-        "params": int(model.count_params()),
+        "params": params,
         "test_accuracy": round(recalibrated, 6),
         "test_accuracy_moving_statistics": round(moving, 6),
-        "history": {k: [round(v, 5) for v in vs] for k, vs in result.history.items()},
+        "history": {key: [round(v, 5) for v in values] for key, values in result.history.items()},
         "train_seconds_this_piece": round(time.monotonic() - started, 1),
-        "recipe": recipe,
         "commit": stamps.commit(),
         "machine": stamps.machine(),
         "date": stamps.now(),
     }
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    checkpoint.remove()
-    print(f"{name}: test accuracy {recalibrated:.4f} (moving statistics {moving:.4f}), {figures['params']:,} params")
 
 
 def _middle(space: Any) -> dict[str, Any]:

@@ -1,50 +1,83 @@
-"""benchmarks/fashion.py's last pieces: every network's throughput measured together by nas'
-protocol, then the table, the plot and which references nas' fronts dominate: the `trials`
-strategy's (benchmarks/fashion.py's search) and, once benchmarks/fashion_supernet.py has
-final-trained it, the supernet strategy's of the same seed."""
+"""benchmarks/fashion.py's last pieces for the round it runs (benchmarks/fashion_state.py):
+every network's throughput measured together by nas' protocol, then the table, the plot, which
+references nas' fronts dominate and which of the issue's goals are met, all by the noise rule
+(benchmarks/fashion_verdicts.py); and the status of the round: what is done, what is left.
+
+The fronts are every study of the round: the `trials` study of seed 0 (benchmarks/fashion.py's
+search) and benchmarks/fashion_supernet.py's (the supernet strategy, other seeds), each with the
+networks `nas train` final-trained; a row's accuracy is the mean of its seeds."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks import stamps
-from benchmarks.fashion_references import PUBLISHED, PUBLISHED_SOURCE, REFERENCES
-from benchmarks.fashion_state import HERE, WORK, final_trained, progress, recipe_space, study, supernet_study
+from benchmarks.fashion_references import PUBLISHED, PUBLISHED_SOURCE, REFERENCES, reference_score
+from benchmarks.fashion_state import (
+    DATABASE,
+    NETWORKS,
+    REPO,
+    ROUND,
+    SEARCH_SECONDS,
+    STUDY,
+    SUPERNET,
+    WORK,
+    Front,
+    chunk,
+    current,
+    final_trained,
+    front_of,
+    load,
+    logged,
+    preset_recipe,
+    progress,
+    recipe_space,
+    round_studies,
+    save_progress,
+    spread_front,
+)
+from benchmarks.fashion_verdicts import SEEDS, Row, goals, judge, summary, wanted_seeds
 
-# The fronts in the table: row kind -> the prefix of its rows' names.
-FRONTS = {"nas": "nas trial", "supernet": "supernet subnet"}
+MEASURE = "python -m benchmarks.fashion measure"
 
 
 def measure() -> None:
-    """Every final-trained nas network and every reference measured in one process by nas'
-    protocol (hardware/timing.measure_together: round-robin, each round between two rounds of
-    the fixed reference network, scaled by the device's baseline): the same conditions for
-    all. Throughput does not depend on the weights, so the networks are built afresh."""
+    """Every final-trained network of the round's fronts and every reference measured in one
+    process by nas' protocol (hardware/timing.measure_together: round-robin, each round between
+    two rounds of the fixed reference network, scaled by the device's baseline): the same
+    conditions for all. Throughput does not depend on the weights, so the networks are built
+    afresh, each from its own study's space."""
     from nas.search import runtime
 
     runtime.set_debug(False)
     runtime.import_tensorflow()
     import keras
 
-    from nas.search.engine.stored import rebuild
+    from nas.search.engine.stored import rebuild, study_space
 
-    space = recipe_space()
+    started, commit = time.monotonic(), stamps.commit()
     models: list[tuple[str, Any]] = []
-    for prefix, found in _fronts():
+    for front in round_studies(WORK):
+        found = load(front)
+        space = study_space(found)
         by_number = {t.number: t for t in found.trials}
         for number in sorted(final_trained(found), key=int):
             params = by_number[int(number)].params
-            models.append((f"{prefix} {number}", rebuild(space, params, 10, 1, float32=True)))
+            models.append((f"{front.label} trial {number}", rebuild(space, params, 10, 1, float32=True)))
     for name, (build, _) in REFERENCES.items():
         keras.utils.set_random_seed(0)
         models.append((name, build()))
-    result = {"command": "python -m benchmarks.fashion measure"} | measure_together_now(models, space)
+    result = {"command": MEASURE} | measure_together_now(models, recipe_space())
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
     for name, f in result["networks"].items():
         print(f"{name}: {f['images_per_s']:,.0f} img/s [{f['low']:,.0f}, {f['high']:,.0f}]")
+    state = progress()
+    state["chunks"].append(chunk("measure", time.monotonic() - started, 0, commit))
+    save_progress(logged(state, MEASURE, commit))
 
 
 def measure_together_now(models: list[tuple[str, Any]], space: Any) -> dict[str, Any]:
@@ -94,112 +127,135 @@ def measure_together_now(models: list[tuple[str, Any]], space: Any) -> dict[str,
     }
 
 
-def _fronts() -> list[tuple[str, Any]]:
-    """(row name prefix, study) of each front in the table: the `trials` study, then the
-    supernet study of the same seed where it exists."""
-    found = [(FRONTS["nas"], study())]
-    supernet = supernet_study()
-    return found + ([(FRONTS["supernet"], supernet)] if supernet is not None else [])
+# ---- the table --------------------------------------------------------------------------------
 
 
-# ---- the report ------------------------------------------------------------------------------------
-
-
-def rows() -> list[dict[str, Any]]:
-    """One row per network: test accuracy (after the same final recipe) and throughput (from
-    `measure`, all together), nas' fronts and the references."""
-    path = WORK / "throughput.json"
-    if not path.is_file():
-        raise SystemExit("no throughput yet: run `python -m benchmarks.fashion measure` first")
-    measured = json.loads(path.read_text())["networks"]
-    out = []
-    kinds = {prefix: kind for kind, prefix in FRONTS.items()}
-    for prefix, found in _fronts():
-        for number, f in sorted(final_trained(found).items(), key=lambda item: int(item[0])):
-            name = f"{prefix} {number}"
-            if name not in measured:
-                raise SystemExit(f"{name} was final-trained after `measure` ran: run it again")
-            out.append({"name": name, "kind": kinds[prefix], "test_accuracy": f.test_accuracy, **measured[name]})
+def collect() -> tuple[list[Row], list[str]]:
+    """Every network with figures, without throughput: each front's final-trained networks (the
+    mean of their seeds) and each reference's; and the names of those trained with another recipe
+    than the preset's today (left out: their pieces train them again)."""
+    preset = preset_recipe(recipe_space())
+    table: list[Row] = []
+    stale: list[str] = []
+    for front in round_studies(WORK):
+        for number, f in sorted(final_trained(load(front)).items(), key=lambda item: int(item[0])):
+            name = f"{front.label} trial {number}"
+            if not current(f.recipe, preset):
+                stale.append(name)
+                continue
+            figures = {"test_accuracy": f.test_accuracy, "test_accuracy_sd": f.test_accuracy_sd, "seeds": len(f.runs)}
+            table.append({"name": name, "kind": "front", "front": front.label} | figures)
     for name in REFERENCES:
         path = WORK / "references" / f"{name}.json"
-        if path.is_file() and name in measured:
-            f = json.loads(path.read_text())
-            out.append({"name": name, "kind": "reference", "test_accuracy": reference_accuracy(f), **measured[name]})
+        if path.is_file():
+            record = json.loads(path.read_text())
+            if not current(record["recipe"], preset):
+                stale.append(name)
+                continue
+            table.append({"name": name, "kind": "reference"} | reference_score(record))
+    return table, stale
+
+
+def measured() -> dict[str, Any]:
+    """`measure`'s figures by network, empty before it ran."""
+    path = WORK / "throughput.json"
+    return json.loads(path.read_text())["networks"] if path.is_file() else {}
+
+
+def rows() -> tuple[list[Row], list[str]]:
+    """The table: every network's figures with its throughput from `measure` (all together);
+    and the stale names (`collect`)."""
+    timed = measured()
+    if not timed:
+        raise SystemExit(f"no throughput yet: run `{MEASURE}` first")
+    table, stale = collect()
+    late = [r["name"] for r in table if r["name"] not in timed]
+    if late:
+        raise SystemExit(f"{', '.join(late)}: trained after `measure` ran: run it again")
+    return [r | timed[r["name"]] for r in table], stale
+
+
+def _search_pieces(front: Front) -> list[dict[str, Any]]:
+    """The pieces that ran a study's search (benchmarks/fashion.py's for the `trials` study of
+    seed 0, benchmarks/fashion_supernet.py's, named after the study, for the others)."""
+    if front.study == STUDY and front.database == DATABASE:
+        return [c for c in progress()["chunks"] if c["piece"] == "search"]
+    return [c for c in _supernet_progress()["chunks"] if c["piece"] == front.study]
+
+
+def _supernet_progress() -> dict[str, Any]:
+    path = SUPERNET / "progress.json"
+    return json.loads(path.read_text()) if path.is_file() else {"searches": {}, "chunks": []}
+
+
+def budgets() -> dict[str, float]:
+    """Seconds per front of its search's pieces and of one seed's final training (seed 0's epochs,
+    as `nas train` timed them) of every network final-trained from it with the preset's recipe:
+    the accuracy goal's budget."""
+    out = {}
+    preset = preset_recipe(recipe_space())
+    for front in round_studies(WORK):
+        searched = _search_pieces(front)
+        if searched:
+            trained = [f for f in final_trained(load(front)).values() if current(f.recipe, preset)]
+            training = sum(run.seconds for f in trained for run in f.runs if run.seed == 0)
+            out[front.label] = sum(c["seconds"] for c in searched) + training
     return out
 
 
-def reference_accuracy(figures: dict[str, Any]) -> float:
-    """A reference's test accuracy for the comparison: the better of its two scorings. `nas
-    train` scores with training's moving BatchNorm statistics; the references were scored so
-    and again with statistics re-estimated on training images (which helps most of them):
-    the better figure makes a reference as hard to dominate as either scoring can."""
-    return max(figures["test_accuracy"], figures.get("test_accuracy_moving_statistics", 0.0))
-
-
-def dominated_by(reference: dict[str, Any], front: list[dict[str, Any]]) -> list[str]:
-    """The nas networks at least as accurate on the test set as `reference` and faster beyond
-    both throughput intervals (their low end above its high end)."""
-    return [
-        r["name"] for r in front if r["test_accuracy"] >= reference["test_accuracy"] and r["low"] > reference["high"]
-    ]
-
-
-def judge(table: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
-    """Each reference's `dominated_by` (by any front's networks), and per front the references
-    it dominates and those it does not."""
-    references = [r for r in table if r["kind"] == "reference"]
-    for r in references:
-        r["dominated_by"] = dominated_by(r, [n for n in table if n["kind"] in FRONTS])
-    verdict = {}
-    for kind in FRONTS:
-        front = [n for n in table if n["kind"] == kind]
-        if front:
-            beaten = [r["name"] for r in references if dominated_by(r, front)]
-            verdict[kind] = {
-                "dominates": beaten,
-                "not_dominated": [r["name"] for r in references if r["name"] not in beaten],
-            }
-    return verdict
-
-
 def report() -> dict[str, Any]:
-    table = rows()
+    table, stale = rows()
     verdict = judge(table)
-    state = progress()
-    search_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "search")
-    train_s = sum(c["seconds"] for c in state["chunks"] if c["piece"] == "train")
+    verdicts = goals(table, REFERENCES, budgets())
+    timed = json.loads((WORK / "throughput.json").read_text())
     result = {
         "command": "python -m benchmarks.fashion report",
         "commit": stamps.commit(),
         "date": stamps.now(),
+        "round": ROUND,
+        "measured": {key: timed.get(key) for key in ("commit", "machine", "device", "date", "batch_size", "rounds")},
         "networks": table,
         "fronts": verdict,
+        "goals": verdicts,
+        "wanted_seeds": wanted_seeds(table, verdicts),
+        "stale": stale,
         "published": PUBLISHED,
         "published_source": PUBLISHED_SOURCE,
-        "search_seconds": round(search_s),
-        "final_training_seconds": round(train_s),
-        "chunks": state["chunks"],
+        "pieces": progress()["chunks"] + _supernet_progress()["chunks"],
     }
-    (HERE / "fashion.json").write_text(json.dumps(result, indent=2) + "\n")
-    _plot(table, HERE / "fashion.png")
+    (WORK / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    _plot(table, WORK / "fashion.png")
     print(markdown(result))
-    for kind, figures in verdict.items():
+    print()
+    for front, figures in verdict.items():
         print(
-            f"{kind} front: dominates {len(figures['dominates'])}, not {', '.join(figures['not_dominated']) or 'none'}"
+            f"{front} front: dominates {len(figures['dominates'])}, ties with "
+            f"{', '.join(figures['ties']) or 'none'}, not {', '.join(figures['not_dominated']) or 'none'}"
         )
+    for line in summary(verdicts):
+        print(f"goal: {line}")
+    _say_wanted(result["wanted_seeds"])
+    if stale:
+        print(f"left out, trained with another recipe than the preset's: {', '.join(stale)}")
     return result
 
 
 def markdown(result: dict[str, Any]) -> str:
+    """The table, most accurate first: the mean ± the sample standard deviation over the seeds,
+    and who dominates each reference (and ties with it) by the noise rule."""
     lines = [
-        "| network | test accuracy | images/s (95% interval) | params | dominated by |",
-        "|---|---|---|---|---|",
+        "| network | test accuracy (mean ± sd) | seeds | images/s (95% interval) | params | dominated by | ties |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(result["networks"], key=lambda r: -r["test_accuracy"]):
-        beaten = _who(r.get("dominated_by", [])) or ("-" if r["kind"] in FRONTS else "none")
+        sd = r["test_accuracy_sd"]
+        accuracy = f"{r['test_accuracy']:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
+        reference = r["kind"] == "reference"
+        beaten = (_who(r.get("dominated_by", [])) or "none") if reference else "-"
+        ties = (_who(r.get("ties", [])) or "-") if reference else "-"
         lines.append(
-            f"| {r['name']} | {r['test_accuracy']:.4f} | {r['images_per_s']:,.0f} ({r['low']:,.0f}-{r['high']:,.0f}) "
-            f"| {r['params']:,} | {beaten} |"
+            f"| {r['name']} | {accuracy} | {r['seeds']} | {r['images_per_s']:,.0f} ({r['low']:,.0f}-{r['high']:,.0f}) "
+            f"| {r['params']:,} | {beaten} | {ties} |"
         )
     lines.append("")
     lines.append(
@@ -212,49 +268,156 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def _who(names: list[str]) -> str:
-    """Dominating networks grouped by front: "trials 1, 26; supernet 240"."""
-    label = {FRONTS["nas"]: "trials", FRONTS["supernet"]: "supernet"}
+    """Networks grouped by front: "trials s0 1, 26; supernet s0 240"."""
     groups: dict[str, list[str]] = {}
     for name in names:
-        prefix, number = name.rsplit(" ", 1)
-        groups.setdefault(label.get(prefix, prefix), []).append(number)
+        front, number = name.rsplit(" trial ", 1)
+        groups.setdefault(front, []).append(number)
     return "; ".join(f"{front} {', '.join(numbers)}" for front, numbers in groups.items())
 
 
-def _plot(table: list[dict[str, Any]], path: Path) -> None:
+def _say_wanted(wanted: dict[str, int]) -> None:
+    if not wanted:
+        print(f"noise rule: no verdict waits for more seeds ({SEEDS} each where a margin under a point decides)")
+        return
+    print(f"noise rule: a margin under a point decides these; {SEEDS} seeds each wanted (now):")
+    for command in seed_commands(wanted):
+        print(f"    {command}")
+
+
+def seed_commands(wanted: dict[str, int]) -> list[str]:
+    """The pieces that give `wanted`'s networks their SEEDS seeds: one `train` per study (in the
+    round's order), then one `reference` per reference."""
+    trials: dict[str, list[str]] = {}
+    for name in wanted:
+        if " trial " in name:
+            front, number = name.rsplit(" trial ", 1)
+            trials.setdefault(front, []).append(number)
+    ordered = [front for front in round_studies(WORK) if front.label in trials]
+    numbers = {label: sorted(found, key=int) for label, found in trials.items()}
+    return [train_command(front, f"--seeds {SEEDS} --trials {','.join(numbers[front.label])}") for front in ordered] + [
+        f"python -m benchmarks.fashion reference {name} --seeds {SEEDS}" for name in wanted if " trial " not in name
+    ]
+
+
+def train_command(front: Front, options: str = "") -> str:
+    """The piece that final-trains a front's networks."""
+    if front.study == STUDY and front.database == DATABASE:
+        return f"python -m benchmarks.fashion train {options}".rstrip()
+    return f"python -m benchmarks.fashion_supernet train {front.study} {options}".rstrip()
+
+
+# ---- what is done, what is left ---------------------------------------------------------------
+
+
+def status() -> None:
+    """What the round has done and what it has left, piece by piece."""
+    preset = preset_recipe(recipe_space())
+    print(f"round {ROUND} ({WORK.relative_to(REPO)}); the preset's final recipe: {preset}")
+    _status_searches()
+    for front in round_studies(WORK):
+        _status_front(front, preset)
+    for name in REFERENCES:
+        path = WORK / "references" / f"{name}.json"
+        record = json.loads(path.read_text()) if path.is_file() else None
+        if record is None or not current(record["recipe"], preset):
+            said = "to do" if record is None else "trained with another recipe: to do again"
+            said += f" (python -m benchmarks.fashion reference {name})"
+        else:
+            said = f"seeds {', '.join(str(run['seed']) for run in record['seeds'])}"
+        print(f"reference {name}: {said}")
+    table, stale = collect()
+    timed = measured()
+    if stale:
+        print(f"trained with another recipe than the preset's (left out until trained again): {', '.join(stale)}")
+    late = [r["name"] for r in table if r["name"] not in timed]
+    if not timed:
+        print(f"throughput: to measure ({MEASURE}; last, on a quiet machine)")
+    elif late:
+        print(f"throughput: measured before {', '.join(late)}: measure again ({MEASURE})")
+    shown = [r | timed[r["name"]] for r in table if r["name"] in timed]
+    if shown:
+        judge(shown)
+        verdicts = goals(shown, REFERENCES, budgets())
+        print("by the networks measured so far:")
+        for line in summary(verdicts):
+            print(f"  goal: {line}")
+        _say_wanted(wanted_seeds(shown, verdicts))
+    pieces = progress()["chunks"] + _supernet_progress()["chunks"]
+    machines = sorted({c["machine"] for c in pieces})
+    print(f"pieces run: {len(pieces)}, on {'; '.join(machines) or 'no machine yet'}")
+
+
+def _status_searches() -> None:
+    spent = progress()["search_seconds"]
+    said = ": to do (python -m benchmarks.fashion search --minutes 60)" if not spent else ""
+    print(f"search trials s0: {spent:.0f} of {SEARCH_SECONDS} s{said}")
+    searches = _supernet_progress()["searches"]
+    for name, seconds in sorted(searches.items()):
+        print(f"search {name}: {seconds:.0f} of {SEARCH_SECONDS} s")
+    if "fashion_supernet_s0" not in searches:
+        print("search fashion_supernet_s0: to do (python -m benchmarks.fashion_supernet search 0 --minutes 64)")
+
+
+def _status_front(front: Front, preset: dict[str, Any]) -> None:
+    found = load(front)
+    members = front_of(found)
+    if not members:
+        print(f"{front.label}: no finished trial yet")
+        return
+    figures = final_trained(found)
+    trained = {n: f for n, f in figures.items() if current(f.recipe, preset)}
+    done = [f"{n} ({len(f.runs)} seed{'s' * (len(f.runs) != 1)})" for n, f in sorted(trained.items(), key=_number)]
+    left = [str(n) for n in spread_front(members, NETWORKS) if str(n) not in trained]
+    said = f"{front.label}: front of {len(members)}; final-trained: {', '.join(done) or 'none'}"
+    if left:  # of the NETWORKS a train piece spreads along the front by default
+        said += f"; to train: {', '.join(left)} ({train_command(front)})"
+    print(said)
+
+
+def _number(item: tuple[str, Any]) -> int:
+    return int(item[0])
+
+
+# ---- the plot ---------------------------------------------------------------------------------
+
+
+def _style(row: Row) -> tuple[str, str, str]:
+    """(colour, marker, legend label) of a row: a strategy's colour, a seed's marker."""
+    if row["kind"] == "reference":
+        return "#1f77b4", "s", "keras.applications, 2-conv and ResNet-20, same recipe"
+    strategy, seed = row["front"].split(" s")
+    colour = "#d62728" if strategy == "trials" else "#2ca02c"
+    marker = ("o", "D", "p")[int(seed) % 3] if strategy == "trials" else ("^", "v", "<")[int(seed) % 3]
+    return colour, marker, f"nas front ({strategy} strategy, seed {seed}), final-trained"
+
+
+def _plot(table: list[Row], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    labels = {
-        "nas": "nas front (trials strategy), final-trained",
-        "supernet": "nas front (supernet strategy), final-trained",
-        "reference": "keras.applications and 2-conv, same recipe",
-    }
-    for kind, style in (
-        ("nas", {"color": "#d62728", "marker": "o"}),
-        ("supernet", {"color": "#2ca02c", "marker": "^"}),
-        ("reference", {"color": "#1f77b4", "marker": "s"}),
-    ):
-        shown = [r for r in table if r["kind"] == kind]
-        if not shown:
-            continue
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for r in table:
+        groups.setdefault(_style(r), []).append(r)
+    for (colour, marker, label), shown in groups.items():
         ax.errorbar(
             [r["images_per_s"] for r in shown],
             [r["test_accuracy"] for r in shown],
             xerr=[[r["images_per_s"] - r["low"] for r in shown], [r["high"] - r["images_per_s"] for r in shown]],
-            fmt=style["marker"],
-            color=style["color"],
-            label=labels[kind],
+            yerr=[r["test_accuracy_sd"] or 0.0 for r in shown],
+            fmt=marker,
+            color=colour,
+            label=label,
             capsize=3,
         )
     ax.set_xscale("log")
     ax.set_xlabel("images/s at batch 64 (nas' protocol, all measured together; log scale)")
-    ax.set_ylabel("Fashion-MNIST test accuracy")
-    ax.set_title("Fashion-MNIST: nas' fronts against keras.applications (same final recipe)")
-    legend = ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylabel("Fashion-MNIST test accuracy (mean ± sd over the seeds)")
+    ax.set_title(f"Fashion-MNIST, round {ROUND}: nas' fronts against the references (same final recipe)")
+    legend = ax.legend(loc="upper right", fontsize=7)
     for value in PUBLISHED.values():
         if value > 0.9:
             ax.axhline(value, color="#999999", linewidth=0.6, linestyle="--")
@@ -265,8 +428,7 @@ def _plot(table: list[dict[str, Any]], path: Path) -> None:
     bars = [_bar(ax, r) for r in table]  # the intervals' bars, caps included
     taken = [*markers, *bars, _corners(legend.get_window_extent(renderer))]
     _label_published(ax, renderer, taken)
-    short = {FRONTS["nas"] + " ": "#", FRONTS["supernet"] + " ": "s#"}
-    names = [(_shorten(r["name"], short), r["images_per_s"], r["test_accuracy"]) for r in table]
+    names = [(_shorten(r["name"]), r["images_per_s"], r["test_accuracy"]) for r in table]
     _label_points(ax, renderer, names, taken)
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -300,11 +462,14 @@ def _label_published(ax: Any, renderer: Any, taken: list[tuple[float, ...]]) -> 
         above = value
 
 
-def _shorten(name: str, short: dict[str, str]) -> str:
-    for prefix, mark in short.items():
-        if name.startswith(prefix):
-            return mark + name.removeprefix(prefix)
-    return name
+def _shorten(name: str) -> str:
+    """A front network's label on the plot: "t0#12" for "trials s0 trial 12", "s1#5" for
+    "supernet s1 trial 5"; a reference's its name."""
+    if " trial " not in name:
+        return name
+    front, number = name.rsplit(" trial ", 1)
+    strategy, seed = front.split(" s")
+    return f"{strategy[0]}{seed}#{number}"
 
 
 def _label_points(

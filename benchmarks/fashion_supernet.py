@@ -1,23 +1,28 @@
 """The supernet strategy on Fashion-MNIST (issue 47): how well its inherited accuracies rank
 subnets, and what it reaches end to end against the `trials` strategy, on the preset
-spaces/fashion_mnist.yaml with the same 1-hour budget as benchmarks/fashion.py.
+spaces/fashion_mnist.yaml with the same 1-hour budget as benchmarks/fashion.py; in round 2
+(issue 62) the second front of the proof's table, on the preset whose block types the supernet
+holds as candidate paths.
 
 The supernet study's space is the preset with `search.strategy: supernet`, `epochs: auto`
 (half of the hour, measured when the training starts: the training is inside the clock), no
 fine-tuning after the search (`nas train` starts the front from its inherited weights with the
-preset's final recipe instead) and a trial budget the hour bounds. It is written to
-benchmarks/fashion-runs/supernet/space.yaml when first used, so the figures name the exact
-file. Every piece resumes after a kill, stops within its --minutes, and keeps its results
-under benchmarks/fashion-runs/supernet/ (committed as each piece ends):
+preset's final recipe instead) and a trial budget the hour bounds. It is written to the round's
+supernet/space.yaml (benchmarks/fashion_state.py: round 2 in benchmarks/fashion-runs-2/) when
+its search first runs, so the figures name the exact file; a `train` piece copies the preset's
+final recipe as it is then into it and into the study. Every piece resumes after a kill, stops
+within its --minutes, and keeps its results in that folder (committed as each piece ends):
 
-    python -m benchmarks.fashion_supernet search SEED [--minutes 62]   # the supernet search's hour
-    python -m benchmarks.fashion_supernet trials SEED [--minutes 62]   # the trials strategy, another seed
-    python -m benchmarks.fashion_supernet train STUDY [--minutes 55]   # nas train on 8 of a study's front
+    python -m benchmarks.fashion_supernet search SEED [--minutes 64]   # the supernet search's hour
+    python -m benchmarks.fashion_supernet trials SEED [--minutes 64]   # the trials strategy, another seed
+    python -m benchmarks.fashion_supernet train STUDY [--seeds K] [--networks N | --trials 3,7] [--minutes 55]
     python -m benchmarks.fashion_supernet standalone [--minutes 55]    # 40 subnets x 2 seeds from scratch
     python -m benchmarks.fashion_supernet ranking [--minutes 55]       # inherited and fine-tuned vs stand-alone
     python -m benchmarks.fashion_supernet status
 
-`trials` seed 0 is benchmarks/fashion.py's study (its database); other seeds run here.
+`trials` seed 0 is benchmarks/fashion.py's study (its database); other seeds run here. `train`
+runs `nas train --seeds K` on N members spread along a study's front (both ends in) or on the
+trials named.
 `standalone` trains 40 subnets spread evenly over the space's FLOPs (drawn once, stored) with
 the preset's training settings at the knobs the supernet trains with, two seeds each: the seeds'
 agreement is the ceiling of any ranking. `ranking` takes those subnets out of the seed-0
@@ -38,16 +43,24 @@ from typing import Any
 import yaml
 
 from benchmarks import stamps
-from benchmarks.fashion import run_nas
-from benchmarks.fashion_state import REPO, WORK, chunk, logged
+from benchmarks.fashion import run_nas, trial_list
+from benchmarks.fashion_state import (
+    NETWORKS,
+    REPO,
+    SEARCH_SECONDS,
+    chunk,
+    front_of,
+    logged,
+    recipe_space,
+    spread_front,
+    sync_final,
+)
+from benchmarks.fashion_state import SUPERNET as HERE
 from benchmarks.fashion_state import SUPERNET_DATABASE as DATABASE
 
-HERE = WORK / "supernet"
 SPACE_FILE = HERE / "space.yaml"
-SEARCH_SECONDS = 3600
 SUBNETS = 40
 SEEDS = 2
-FINAL_TRAINED = 8  # networks final-trained per study: the `trials` seed-0 front's 8
 
 
 def _load(name: str, empty: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +76,8 @@ def _save(name: str, document: dict[str, Any]) -> None:
 
 
 def space_document() -> dict[str, Any]:
-    """The preset with the supernet strategy (written once, then read back: the file is the record)."""
+    """The supernet study's space: the round's file where its search wrote it (the record), else
+    the preset with the supernet strategy."""
     if SPACE_FILE.is_file():
         document: dict[str, Any] = yaml.safe_load(SPACE_FILE.read_text())
         return document
@@ -74,9 +88,12 @@ def space_document() -> dict[str, Any]:
         "trials": 100_000,  # the hour bounds it
         "supernet": {"epochs": "auto", "budget_share": 0.5, "finetune": {"epochs": 0}},
     }
+    return document
+
+
+def _write_space(document: dict[str, Any]) -> None:
     HERE.mkdir(parents=True, exist_ok=True)
     SPACE_FILE.write_text(yaml.safe_dump(document, sort_keys=False))
-    return document
 
 
 def _search(kind: str, seed: int, minutes: float, command: str) -> None:
@@ -90,8 +107,8 @@ def _search(kind: str, seed: int, minutes: float, command: str) -> None:
         print(f"{name}: its {SEARCH_SECONDS} s are spent")
         return
     space = str(SPACE_FILE) if kind == "supernet" else "fashion_mnist"
-    if kind == "supernet":
-        space_document()
+    if kind == "supernet" and not SPACE_FILE.is_file():
+        _write_space(space_document())
     # The search's own --timeout ends the hour; the piece stops it only when its minutes end
     # first. Killed at the hour too, seed 0's search was stopped before its after-search steps.
     seconds = minutes * 60
@@ -104,27 +121,26 @@ def _search(kind: str, seed: int, minutes: float, command: str) -> None:
     _save("progress.json", logged(progress, command, commit))
 
 
-def spread_front(front: list[tuple[int, float]], count: int) -> list[int]:
-    """`count` of the front's (trial, accuracy) members evenly spread along it, most accurate
-    first, both ends included (all of them where the front has no more)."""
-    ordered = [n for n, _ in sorted(front, key=lambda m: (-m[1], m[0]))]
-    if len(ordered) <= count:
-        return ordered
-    return [ordered[round(k * (len(ordered) - 1) / (count - 1))] for k in range(count)]
-
-
-def train(study: str, minutes: float, command: str) -> None:
-    """`nas train` on FINAL_TRAINED members of a study's front, spread along it: the `trials`
-    study of seed 0 had 8 on its front, all final-trained by benchmarks/fashion.py; a supernet
-    study's front is denser (20-25 subnets, 15 epochs each: 3 hours or more), so each study
-    gets the same final training, its fastest and its most accurate member among them."""
+def train(
+    study: str, minutes: float, command: str, seeds: int = 1, networks: int = NETWORKS, trials: list[int] | None = None
+) -> None:
+    """`nas train --seeds SEEDS` on `networks` members of a study's front spread along it (its
+    fastest and its most accurate among them), or on the trials named, with the preset's final
+    recipe as it is now: copied first into the study (`sync_final`) and into its space file (the
+    record), so every front gets the references' recipe."""
     import optuna
 
     found = optuna.load_study(study_name=study, storage=f"sqlite:///{DATABASE}")
-    chosen = spread_front([(t.number, t.values[0]) for t in found.best_trials], FINAL_TRAINED)
-    members = ",".join(map(str, chosen))
+    members = ",".join(map(str, trials or spread_front(front_of(found), networks)))
+    final = recipe_space().document["final"]
+    if sync_final(DATABASE, study, final):
+        print(f"the preset's final recipe changed since {study} searched: copied into the study")
+    document = space_document()
+    if study.startswith("fashion_supernet") and SPACE_FILE.is_file() and document.get("final") != final:
+        _write_space(document | {"final": final})
     started, commit = time.monotonic(), stamps.commit()
-    code = run_nas(["train", study, "--trials", members], minutes * 60, HERE / "artifacts", database=DATABASE)
+    args = ["train", study, "--trials", members, "--seeds", str(seeds)]
+    code = run_nas(args, minutes * 60, HERE / "artifacts", database=DATABASE)
     progress = _load("progress.json", {"searches": {}, "chunks": []})
     progress["chunks"].append(chunk(f"train {study}", time.monotonic() - started, code, commit))
     _save("progress.json", logged(progress, command, commit))
@@ -304,6 +320,9 @@ def command_line(args: argparse.Namespace) -> str:
     return (
         f"python -m benchmarks.fashion_supernet {args.piece}"
         + (f" {args.what}" if args.what else "")
+        + (f" --seeds {args.seeds}" if args.seeds != 1 else "")
+        + (f" --networks {args.networks}" if args.networks != NETWORKS else "")
+        + (f" --trials {','.join(map(str, args.trials))}" if args.trials else "")
         + (f" --minutes {args.minutes:g}" if args.minutes != 55 else "")
         + (f" --finetune-epochs {args.finetune_epochs}" if args.finetune_epochs != 1 else "")
     )
@@ -314,8 +333,13 @@ def main() -> None:
     parser.add_argument("piece", choices=["search", "trials", "train", "standalone", "ranking", "status"])
     parser.add_argument("what", nargs="?", help="search/trials: the seed; train: the study")
     parser.add_argument("--minutes", type=float, default=55.0, help="stop this piece after so long (it resumes)")
+    parser.add_argument("--seeds", type=int, default=1, help="train: seeds 0..K-1 of each network")
+    parser.add_argument("--networks", type=int, default=NETWORKS, help="train: front members, spread along it")
+    parser.add_argument("--trials", type=trial_list, help="train: these trials instead (e.g. 3,7)")
     parser.add_argument("--finetune-epochs", type=int, default=1, help="ranking: fine-tuning epochs per subnet")
     args = parser.parse_args()
+    if args.seeds < 1 or args.networks < 2:
+        parser.error("--seeds must be 1 or more, --networks 2 or more (both ends of the front)")
     command = command_line(args)
     if args.piece in ("search", "trials"):
         seed = int(args.what or 0)
@@ -325,7 +349,7 @@ def main() -> None:
     elif args.piece == "train":
         if not args.what:
             raise SystemExit("error: name the study (status lists them)")
-        train(args.what, args.minutes, command)
+        train(args.what, args.minutes, command, args.seeds, args.networks, args.trials)
     elif args.piece == "standalone":
         standalone(args.minutes, command)
     elif args.piece == "ranking":

@@ -8,8 +8,9 @@ of subnets a search scores), in one process: extraction, BatchNorm re-calibratio
 10,002 validation images layer by layer from Python (eagerly, as nas did before this benchmark)
 and through one traced graph (as it does now, the trace included), each scoring run twice in
 alternating order, and nas' throughput and latency measuring by the study's own protocol.
-Writes benchmarks/subnet_cost.json; needs the committed supernet checkpoint
-(benchmarks/fashion-runs/supernet/artifacts/fashion_supernet_s0/supernet.npz).
+Writes benchmarks/subnet_cost.json; needs the seed-0 supernet's committed checkpoint of the
+round benchmarks/fashion_supernet.py runs (its `HERE`/artifacts/fashion_supernet_s0/
+supernet.npz; the figures committed were round 1's, benchmarks/fashion-runs/).
 """
 
 from __future__ import annotations

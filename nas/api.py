@@ -88,9 +88,19 @@ class Study:
         """The best front member by `objective` (any figure a record holds: accuracy,
         throughput, test_accuracy, params, ...) among the trials that meet `where`, as one
         record of `pareto()` (`record["trial"]` is its number); `nas pareto --best OBJECTIVE`.
-        Raises NasError naming the closest trial when no trial meets the constraints."""
+        Raises NasError naming the closest trial when no trial meets the constraints, and
+        for a figure measured on a device (throughput, latency) of a study measured on
+        several: there is one best per device (`pareto()` has one front per device)."""
 
-        return Choice.parse(where, objective).records(self.optuna)[0]
+        records = Choice.parse(where, objective).records(self.optuna)
+        if len(records) > 1:
+            devices = ", ".join(f"trial {r['trial']} on {r['compared_on']}" for r in records)
+            raise NasError(
+                f"{{best}} {objective}: study '{self.name}' was measured on {len(records)} devices and {objective} "
+                f"compares only within one ({devices}); confirm() measures the front again together here, "
+                "then best('confirmed_throughput') compares them"
+            )
+        return records[0]
 
     def train(
         self,
@@ -128,20 +138,29 @@ class Study:
         if seeds < 1:
             raise NasError(f"seeds: {seeds} is not a count of trainings (1 or more)")
         figures = strategy.train_final(joined, events, trials=asked, scratch=from_scratch, again=again, seeds=seeds)
-        return {int(number): f.to_attr() for number, f in figures.items()}
+        from nas.search.engine import stored_model_path
+        from nas.storage import default_artifact_root
+
+        # The study stores models relative to its artifacts folder (so it travels): a caller
+        # gets the path on this machine.
+        root = default_artifact_root(joined.options.storage, joined.options.artifacts)
+        return {
+            int(number): f.to_attr() | {"model": str(stored_model_path(f.model, root))} for number, f in figures.items()
+        }
 
     def confirm(self, *, cache: bool = True, on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """`nas pareto --confirm`: measure the front (and the trials within noise of it) again,
         together, on this machine's device, store the figures, and return the front with them
-        (`confirmed_throughput`, `confirmed_low`, `confirmed_high`). `cache=False` measures the
-        device's reference baseline again too."""
+        (`confirmed_throughput`, `confirmed_low`, `confirmed_high`): for a study measured on
+        several devices one front, by the confirmed figures (`compared_on`: this device).
+        `cache=False` measures the device's reference baseline again too."""
 
         runtime.import_tensorflow()
         from nas.search.engine import CONFIRM, join_study
 
         joined = join_study(self._url(), self.name)
         CONFIRM.run(replace(joined, options=replace(joined.options, cache=cache)), _Callback(None, on_message))
-        return self.pareto()
+        return Choice.parse().records(self.optuna, remeasured=True)
 
     def model(self, trial: int, *, search_weights: bool = False, artifacts: str | None = None) -> Any:
         """Trial `trial`'s trained Keras model: the final-trained one where `nas train` (or

@@ -76,8 +76,8 @@ class ConfirmedFigure:
 @dataclass(frozen=True)
 class Confirmation:
     """The front's throughput measured again together after the search (StudyAttr.CONFIRMED,
-    engine/confirm.py; `nas pareto --confirm`). A later confirmation keeps the figures of
-    trials it did not measure."""
+    engine/confirm.py; `nas pareto --confirm`). A later confirmation on the same device keeps
+    the figures of trials it did not measure (on another device it drops them: two scales)."""
 
     KEY: ClassVar[StudyAttr] = StudyAttr.CONFIRMED
     measured_at: str  # ISO 8601, UTC, in seconds
@@ -86,9 +86,14 @@ class Confirmation:
     rounds: int  # timed rounds of each network
     baseline_images_per_s: float  # the reference network's images/s the ratios are scaled by
     trials: dict[str, ConfirmedFigure]  # by trial number (a string, as JSON keys are)
+    # hardware.device_identity of the device; None in records stored before it was kept
+    device_id: str | None = None
 
     def to_attr(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if self.device_id is None:
+            del record["device_id"]  # an older record is written back as it was
+        return record
 
     @classmethod
     def from_attr(cls, value: dict[str, Any] | None) -> Confirmation | None:
@@ -102,6 +107,7 @@ class Confirmation:
             rounds=value["rounds"],
             baseline_images_per_s=value["baseline_images_per_s"],
             trials={n: ConfirmedFigure.from_attr(f) for n, f in (value.get("trials") or {}).items()},
+            device_id=value.get("device_id"),
         )
 
 

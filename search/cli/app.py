@@ -14,7 +14,7 @@ import typer
 from nas.errors import NasError, SearchInterrupted, one_line
 from nas.search import strategies
 from nas.search.cli.console import err, message, out
-from nas.search.cli.ending import report_end, show_pareto, show_table, warn_unused_gpus
+from nas.search.cli.ending import front_notes, report_end, show_pareto, show_table, warn_unused_gpus
 from nas.search.cli.options import (
     ArtifactsOpt,
     BestOpt,
@@ -211,7 +211,7 @@ def status(
 ) -> None:
     """List the studies in the storage with their progress."""
     from nas.search import runtime
-    from nas.search.results import cache_summary, study_summaries
+    from nas.search.results import cache_summary, devices_line, study_summaries
     from nas.storage import open_storage, resolve_storage_url
 
     runtime.set_debug(debug)
@@ -238,6 +238,10 @@ def status(
 
     out.print(f"Studies in {url.masked}", highlight=False)
     show_table(status_columns(rows, wide=wide), STATUS_LEGEND)
+    for row in rows:  # a study measured on several devices, named with its trials on each
+        line = devices_line([(d["device"], d["trials"]) for d in row["devices"]], row["fronts"] > 1)
+        if line:
+            out.print(f"Study '{row['study']}' was {line}.", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -250,7 +254,8 @@ def pareto(
         typer.Option(
             "--confirm",
             help="First measure the front and the trials within noise of it again, together, on this machine's "
-            "device, and store the figures (runs TensorFlow).",
+            "device, and store the figures (runs TensorFlow); a study measured on several devices then shows one "
+            "front, by these figures.",
         ),
     ] = False,
     cache: Annotated[
@@ -276,7 +281,8 @@ def pareto(
         warn_unused_gpus()
         _confirm_here(url, study, cache=cache)
         loaded = load_existing_study(open_storage(url, create=False), study, url)
-    records = choice.records(loaded)
+    records = choice.records(loaded, remeasured=confirm)
+    notes = front_notes(loaded, records, remeasured=confirm)
     if format == Format.json:
         print(to_json(records))
     elif format == Format.csv:
@@ -284,12 +290,17 @@ def pareto(
     elif not records:
         out.print(f"Study '{study}' has no finished trials yet.")
     else:
+        for note in notes:
+            out.print(note, markup=False, highlight=False, soft_wrap=True)
+        notes = []
         title = f"Pareto front of '{study}'" + (f", {choice.describe()}" if choice else "") + f" ({url.masked})"
         show_pareto(records, objective_names(loaded), title, wide=wide)
         trials = loaded.get_trials(deepcopy=False)
         for line in (screened_line(trials), stopped_early_line(trials)):
             if line:
                 out.print(line, highlight=False)
+    for note in notes:  # beside JSON or CSV on stdout, said on stderr
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 def _add_subcommands() -> None:

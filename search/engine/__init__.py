@@ -17,12 +17,22 @@ if TYPE_CHECKING:
     from nas.search.engine.events import TrialReport as TrialReport
     from nas.search.engine.final import Start as Start
     from nas.search.engine.final import final_model_file as final_model_file
+    from nas.search.engine.final import stored_model_path as stored_model_path
+    from nas.search.engine.front import UNKNOWN_DEVICE as UNKNOWN_DEVICE
+    from nas.search.engine.front import Device as Device
+    from nas.search.engine.front import confirmable as confirmable
     from nas.search.engine.front import confirmation as confirmation
     from nas.search.engine.front import confirmed as confirmed
+    from nas.search.engine.front import confirmed_front as confirmed_front
+    from nas.search.engine.front import device_bound as device_bound
+    from nas.search.engine.front import devices as devices
     from nas.search.engine.front import final_figures as final_figures
     from nas.search.engine.front import finetuned as finetuned
+    from nas.search.engine.front import measured_on as measured_on
+    from nas.search.engine.front import mixed_devices as mixed_devices
     from nas.search.engine.front import noise_aware_front as noise_aware_front
     from nas.search.engine.front import objective_names as objective_names
+    from nas.search.engine.front import pareto_front as pareto_front
     from nas.search.engine.front import throughput_interval as throughput_interval
     from nas.search.engine.keras_evaluation import KerasEvaluation as KerasEvaluation
     from nas.search.engine.keras_evaluation import KerasSetup as KerasSetup
@@ -60,15 +70,24 @@ __getattr__, __dir__ = lazy_exports(
         "data_paths": ["located"],
         "early_stopping": ["rung_epochs"],
         "front": [
+            "UNKNOWN_DEVICE",
+            "Device",
+            "confirmable",
             "confirmation",
             "confirmed",
+            "confirmed_front",
+            "device_bound",
+            "devices",
             "final_figures",
             "finetuned",
+            "measured_on",
+            "mixed_devices",
             "noise_aware_front",
             "objective_names",
+            "pareto_front",
             "throughput_interval",
         ],
-        "final": ["Start", "final_model_file"],
+        "final": ["Start", "final_model_file", "stored_model_path"],
         "stored": ["converts", "deploy_as_trial", "rebuild", "study_space", "trial_plans"],
         "keras_evaluation": ["KerasEvaluation", "KerasSetup", "keras_setup"],
         "evaluation": ["EpochCallback", "Evaluation", "TrialWork"],
@@ -102,7 +121,9 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "CONFIRM",
+    "UNKNOWN_DEVICE",
     "AfterStep",
+    "Device",
     "EpochCallback",
     "Evaluation",
     "EvaluationContext",
@@ -118,11 +139,15 @@ __all__ = [
     "TrialReport",
     "TrialWork",
     "WorkerIdentity",
+    "confirmable",
     "confirmation",
     "confirmed",
+    "confirmed_front",
     "converts",
     "counts",
     "deploy_as_trial",
+    "device_bound",
+    "devices",
     "ended_normally",
     "final_figures",
     "final_model_file",
@@ -134,8 +159,11 @@ __all__ = [
     "load_existing_study",
     "located",
     "make_sampler",
+    "measured_on",
+    "mixed_devices",
     "noise_aware_front",
     "objective_names",
+    "pareto_front",
     "prepare_study",
     "rebuild",
     "recover_orphans",
@@ -144,6 +172,7 @@ __all__ = [
     "run_worker",
     "rung_epochs",
     "shared_options",
+    "stored_model_path",
     "study_space",
     "throughput_interval",
     "trial_plans",

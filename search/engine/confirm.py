@@ -4,6 +4,8 @@ with CONFIRM_FACTOR times the space's rounds (hardware/timing.measure_together).
 
 Figures taken one trial at a time during a search are taken minutes apart, under whatever the
 machine was doing then; measured together, the members of a front face the same conditions.
+So do the fronts of a study measured on several devices: their members are measured together
+here, and their confirmed figures make one front (engine/front.py's confirmed_front).
 The confirmed figures are stored on the study (StudyAttr.CONFIRMED) and shown beside the
 search-time ones by `nas pareto`, the report and the export manifest; the trials' objective
 values stay as they were (Optuna does not change a finished trial).
@@ -18,12 +20,13 @@ from typing import Any
 import optuna
 
 from nas.errors import NasError
-from nas.search.engine.front import confirmed as stored_confirmed
-from nas.search.engine.front import noise_aware_front
+from nas.search.engine.front import confirmation as stored_confirmation
+from nas.search.engine.front import kept_figures, noise_aware_front, pareto_front
 from nas.search.engine.stored import rebuild, study_space
 from nas.search.hardware import (
     HardwareProfiler,
     architecture_signature,
+    device_identity,
     device_label,
     measure_together,
     reference_forward,
@@ -39,7 +42,7 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
     space = study_space(study)
     if not space.spec.measure.reference:
         raise NasError("confirming needs measure.reference: true (the figures are ratios to the reference network)")
-    strict = {t.number for t in study.best_trials}
+    strict = {t.number for t in pareto_front(study)}
     front = sorted(noise_aware_front(study), key=lambda t: (t.number not in strict, t.number))[:MAX_CONFIRMED]
     if not front:
         return {}
@@ -78,7 +81,8 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
             warmup_seconds=measure.warmup_seconds,
         )
     confirmed = dict(zip((t.number for t in chosen), figures, strict=True))
-    stored_trials = dict(stored_confirmed(study))  # the trials not measured now keep their figures
+    identity, label = device_identity(profiler.device), device_label(profiler.device)
+    stored_trials = kept_figures(stored_confirmation(study), identity, label)
     for number, figure in confirmed.items():
         stored_trials[str(number)] = ConfirmedFigure(
             images_per_s=figure.images_per_s,
@@ -90,11 +94,12 @@ def confirm_front(study: optuna.Study, profiler: HardwareProfiler, say: Callable
         )
     record = Confirmation(
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        device=device_label(profiler.device),
+        device=label,
         batch_size=batch,
         rounds=rounds,
         baseline_images_per_s=baseline,
         trials=stored_trials,
+        device_id=identity,
     )
     study.set_user_attr(Confirmation.KEY, record.to_attr())
     return confirmed

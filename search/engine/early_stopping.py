@@ -11,6 +11,8 @@ that reached the rung: non-dominated sorting, ties inside a front broken by crow
 NSGA-II and MOASHA). It continues when it is within the best ceil(n / eta) of the n points,
 or when fewer than eta trials have reached the rung (the first trials at a rung continue:
 nothing waits for a rung to fill). Otherwise it stops, and is told to the study as PRUNED.
+Where the points hold throughput, a trial ranks itself only against trials measured on its
+own device (engine/front.py): another device's figures are on another scale.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 
+from nas.search.engine.front import NOISY, same_device
 from nas.search.records import TrialAttr
 from nas.search.space import EarlyStoppingSpec
 
@@ -113,10 +117,17 @@ def rung_objectives(objectives: Mapping[str, str]) -> dict[str, str]:
     return {name: objectives[name] for name in RUNG_OBJECTIVES if name in objectives}
 
 
-def competitors_at(study: optuna.Study, rung: int, directions: Mapping[str, str]) -> dict[int, list[float]]:
-    """Every trial's point at `rung`, read from the database (all workers, all machines)."""
+def competitors_at(
+    study: optuna.Study, rung: int, directions: Mapping[str, str], device: Mapping[str, Any] | None = None
+) -> dict[int, list[float]]:
+    """Every trial's point at `rung`, read from the database (all workers, all machines); where
+    the points hold throughput, only those of trials measured on `device` (a description as
+    stored), whose throughput compares with this trial's."""
     out = {}
-    for t in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    if NOISY in directions:
+        trials = same_device(study, trials, device)
+    for t in trials:
         entry = (t.user_attrs.get(TrialAttr.RUNGS) or {}).get(str(rung))
         if entry is not None and all(name in entry for name in directions):
             out[t.number] = rung_point(entry, directions)

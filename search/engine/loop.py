@@ -19,10 +19,11 @@ from nas.errors import SearchInterrupted
 from nas.search.data import Dataset, load_dataset
 from nas.search.engine.collector import freeze_survivors
 from nas.search.engine.events import SearchEvents, TrialReport
+from nas.search.engine.front import pareto_front
 from nas.search.engine.interrupts import Interrupts, no_interrupts
 from nas.search.engine.liveness import Heartbeat, WorkerIdentity
 from nas.search.engine.options import SearchOptions
-from nas.search.engine.optuna_private import front_trials, trial_id
+from nas.search.engine.optuna_private import trial_id
 from nas.search.engine.recovery import recover_orphans, requeue
 from nas.search.engine.retention import trials_to_keep
 from nas.search.engine.samplers import make_sampler, worker_sampler
@@ -291,9 +292,9 @@ class _TrialLoop:
         if failure is not None:
             self.failed += 1
             self.consecutive_failures += 1
-            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(front_trials(study)))
+            self.events.trial_finished(TrialReport.from_trial(frozen), counts(study)[0], len(pareto_front(study)))
             return True
-        front = front_trials(study)  # one non-dominated sort per trial, for retention and the display
+        front = pareto_front(study)  # one non-dominated sort per trial, for retention and the display
         if self.weights is not None:
             self._retain_weights(self.weights, front)
         self.ran += 1

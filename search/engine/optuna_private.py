@@ -9,8 +9,10 @@ a chance to say why). Pinned to Optuna 5 (pyproject); the engine's tests exercis
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
 log = logging.getLogger("nas")
@@ -48,8 +50,13 @@ def front_trials(study: optuna.Study) -> list[FrozenTrial]:
     """`study.best_trials` without its deep copy of every trial: Optuna 5 copies the whole
     study on each call (3 s at 3,000 trials on 2 cores, benchmarks/sampler_cost.py), which the
     engine did twice per trial. The same trials in the same order, not copies: read them only."""
-    from optuna.study._constrained_optimization import _is_constrained_optimization
+    return pareto_front_of(study.get_trials(deepcopy=False), study.directions)
+
+
+def pareto_front_of(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
+    """best_trials of these trials alone: the COMPLETE, feasible ones no other dominates by
+    value, in their order. Feasibility is filtered always: a trial without constraints is
+    feasible, so this is what best_trials gives with or without constraints in the study."""
     from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
 
-    trials = study.get_trials(deepcopy=False)
-    return _get_pareto_front_trials_by_trials(trials, study.directions, _is_constrained_optimization(trials))
+    return _get_pareto_front_trials_by_trials(trials, directions, consider_constraint=True)

@@ -184,7 +184,8 @@ class TrialRunner:
         """Whether retention would keep this trial's weights once it is told: most trials of a
         long search finish dominated, and their file would be deleted right after it was written."""
         trial = run.trial
-        reason = kept_on_finish(trial.study, trial.number, values, run.constraints, self.keep_top_k)
+        device = run.cost.device if run.cost is not None else None
+        reason = kept_on_finish(trial.study, trial.number, values, run.constraints, self.keep_top_k, device)
         if reason is not None:
             trial.set_user_attr(TrialAttr.WEIGHTS_SKIPPED, reason)
         return reason is None
@@ -244,7 +245,7 @@ class TrialRunner:
         entry: dict[str, Any] = {"epoch": epoch, **{name: known[name] for name in directions}}
         run.rungs[str(rung)] = entry
         trial.set_user_attr(TrialAttr.RUNGS, run.rungs)
-        others = competitors_at(trial.study, rung, directions)
+        others = competitors_at(trial.study, rung, directions, cost.device)
         eta = self.space.spec.search.early_stopping.eta
         decision = decide(eta, trial.number, rung_point(entry, directions), others, rung, epoch)
         entry.update(
@@ -265,7 +266,7 @@ class TrialRunner:
         known = {"accuracy": upper, "throughput": primary.images_per_s}
         known = {k: v for k, v in known.items() if k in self.space.spec.objectives}
         interval = (primary.low, primary.high) if primary.low is not None and primary.high is not None else None
-        dominator = dominated_by(trial.study, known, interval)
+        dominator = dominated_by(trial.study, known, interval, cost.device)
         trial.set_user_attr(
             TrialAttr.HALVING, {**record, "dominated_by": dominator.number if dominator is not None else None}
         )

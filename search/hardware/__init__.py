@@ -7,8 +7,10 @@ from nas._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.search.hardware.device import describe_device as describe_device
+    from nas.search.hardware.device import device_identity as device_identity
     from nas.search.hardware.device import device_key as device_key
     from nas.search.hardware.device import device_label as device_label
+    from nas.search.hardware.device import device_labels as device_labels
     from nas.search.hardware.device import lock_name as lock_name
     from nas.search.hardware.device import unsupported_precisions as unsupported_precisions
     from nas.search.hardware.figures import HardwareCost as HardwareCost
@@ -31,7 +33,15 @@ __getattr__, __dir__ = lazy_exports(
         "intervals": ["overlap"],
         "gpus": ["check_placed_gpu", "require_visible_gpus", "visible_to_this_process"],
         "reference": ["reference_forward"],
-        "device": ["describe_device", "device_key", "device_label", "lock_name", "unsupported_precisions"],
+        "device": [
+            "describe_device",
+            "device_identity",
+            "device_key",
+            "device_label",
+            "device_labels",
+            "lock_name",
+            "unsupported_precisions",
+        ],
         "lock": ["DeviceLock"],
         "figures": ["HardwareCost"],
         "profiler": ["HardwareProfiler", "architecture_signature"],
@@ -46,8 +56,10 @@ __all__ = [
     "architecture_signature",
     "check_placed_gpu",
     "describe_device",
+    "device_identity",
     "device_key",
     "device_label",
+    "device_labels",
     "lock_name",
     "measure_latency",
     "measure_matmul_peak",

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -52,21 +53,48 @@ def describe_device() -> dict[str, Any]:
     return info
 
 
-def device_label(info: dict[str, Any]) -> str:
+def device_label(info: Mapping[str, Any]) -> str:
     if info.get("kind") == "gpu":
         return f"GPU {info.get('name')}"
     return f"CPU {info.get('name')} ({info.get('threads')} threads)"
 
 
-def device_key(info: dict[str, Any], *, precision: str, xla: bool) -> str:
-    """A stable key of what a figure depends on: the device, the software stack, the policy.
+# What a figure's scale depends on. The host name is left out on purpose: the same device
+# model with the same stack gives the same figures on another machine of a fleet, and shares
+# its cached figures and reference baseline (so its figures are on one scale).
+IDENTITY_FIELDS = ("kind", "name", "compute_capability", "threads", "tensorflow", "cuda", "cudnn")
 
-    The host name is left out on purpose: the same device model with the same stack gives
-    the same figures on another machine of a fleet.
-    """
-    fields = {k: info.get(k) for k in ("kind", "name", "compute_capability", "threads", "tensorflow", "cuda", "cudnn")}
+
+def _digest(fields: dict[str, Any], length: int) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def device_labels(infos: list[Mapping[str, Any]]) -> list[str]:
+    """Each description's label, with the identity fields that tell apart two descriptions
+    whose labels are one ("CPU Xeon (8 threads), tensorflow 2.21.0")."""
+    plain = [device_label(info) for info in infos]
+    labels = []
+    for info, mine in zip(infos, plain, strict=True):
+        twins = [other for other, label in zip(infos, plain, strict=True) if label == mine]
+        differ = [k for k in IDENTITY_FIELDS if len({str(t.get(k)) for t in twins}) > 1]
+        labels.append(mine + "".join(f", {k} {info.get(k)}" for k in differ))
+    return labels
+
+
+def device_key(info: dict[str, Any], *, precision: str, xla: bool) -> str:
+    """A stable key of what a figure depends on: the device, the software stack, the policy."""
+    fields = {k: info.get(k) for k in IDENTITY_FIELDS}
     fields.update(precision=precision, xla=xla)
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return _digest(fields, 32)
+
+
+def device_identity(info: Mapping[str, Any] | None) -> str | None:
+    """Which device a stored description is, as far as figures compare: two descriptions
+    with one identity (the same model and software, on any host) measure on one scale, and
+    figures of two identities are never compared. None for no description."""
+    if not info:
+        return None
+    return _digest({k: info.get(k) for k in IDENTITY_FIELDS}, 16)
 
 
 def lock_name(info: dict[str, Any]) -> str:

@@ -12,12 +12,14 @@ if TYPE_CHECKING:
     from nas.search.results.export import run_export as run_export
     from nas.search.results.export import trial_model as trial_model
     from nas.search.results.pareto import hypervolume_2d as hypervolume_2d
+    from nas.search.results.pareto import one_front_confirmed as one_front_confirmed
     from nas.search.results.pareto import pareto_records as pareto_records
     from nas.search.results.pareto import to_csv as to_csv
     from nas.search.results.pareto import to_json as to_json
     from nas.search.results.report import build_report as build_report
     from nas.search.results.report import pareto_png as pareto_png
     from nas.search.results.summaries import cache_summary as cache_summary
+    from nas.search.results.summaries import devices_line as devices_line
     from nas.search.results.summaries import screened_line as screened_line
     from nas.search.results.summaries import stopped_early_line as stopped_early_line
     from nas.search.results.summaries import study_summaries as study_summaries
@@ -27,9 +29,9 @@ __getattr__, __dir__ = lazy_exports(
     {
         "choose": ["Choice", "either"],
         "export": ["ExportRequest", "run_export", "trial_model"],
-        "pareto": ["hypervolume_2d", "objective_names", "pareto_records", "to_csv", "to_json"],
+        "pareto": ["hypervolume_2d", "objective_names", "one_front_confirmed", "pareto_records", "to_csv", "to_json"],
         "report": ["build_report", "pareto_png"],
-        "summaries": ["cache_summary", "screened_line", "stopped_early_line", "study_summaries"],
+        "summaries": ["cache_summary", "devices_line", "screened_line", "stopped_early_line", "study_summaries"],
     },
 )
 
@@ -38,9 +40,11 @@ __all__ = [
     "ExportRequest",
     "build_report",
     "cache_summary",
+    "devices_line",
     "either",
     "hypervolume_2d",
     "objective_names",
+    "one_front_confirmed",
     "pareto_png",
     "pareto_records",
     "run_export",

@@ -10,6 +10,11 @@ the front is theirs, so a trial dominated only by trials that break a constraint
 dominates it). `--best` then takes the best of that front by its figure, ties broken by the
 objectives in the study's order. A trial without a figure (not final-trained, no latency
 measured) does not meet a constraint on it.
+
+A study measured on several devices has one front per device, and a figure measured on a
+device (throughput, latency, ...) compares only within one: `--best throughput` there is the
+best of each front, one per device. A `--where` holds a trial's figure against a number, so
+it reads each trial's own figures.
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ FIGURES: dict[str, str] = {
     "peak_fraction": MAXIMIZE,
     "throughput_spread": MINIMIZE,
     "train_seconds": MINIMIZE,
+}
+# Figures measured on the trial's own device during the search: `--best` compares them within
+# one front (one per device) only. The confirmed throughput is measured on one device for all.
+ON_DEVICE = {
+    "throughput",
+    "tflite_latency",
+    "throughput_low",
+    "throughput_high",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "flops_per_s",
+    "peak_fraction",
+    "throughput_spread",
+    "train_seconds",
 }
 # Words a user types for a figure. Where two are listed, the first is meant when the study has it
 # as an objective, else the second, which every trial with the figure measured has.
@@ -170,13 +189,14 @@ class Choice:
             return f"where {where}"
         return f"best {self.best}" + (f" where {where}" if where else "")
 
-    def records(self, study: optuna.Study) -> list[dict[str, Any]]:
+    def records(self, study: optuna.Study, *, remeasured: bool = False) -> list[dict[str, Any]]:
         """The front of the trials that meet every constraint (all of `nas pareto`'s front
-        without one) as pareto_records gives it, or only its best member by `best`. Raises
-        NasError, naming the closest trial, when no trial meets the constraints."""
+        without one) as pareto_records gives it (`remeasured`: as there), or only its best
+        member by `best` (of each front, one per device, for a figure measured on a device).
+        Raises NasError, naming the closest trial, when no trial meets the constraints."""
         objectives = objective_names(study)
         if not self.where:
-            records = pareto_records(study)
+            records = pareto_records(study, remeasured=remeasured)
         else:
             done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values]
             figures = figure_records(study, done)
@@ -188,10 +208,16 @@ class Choice:
             ]
             if not meeting:
                 raise NasError(self._nobody(study, figures, keys))
-            records = pareto_records(study, among=meeting)
+            records = pareto_records(study, among=meeting, remeasured=remeasured)
         if self.best is None:
             return records
-        return [self._best_of(study, records)]
+        key = figure_key(self.best, objectives)
+        fronts = [records]
+        if key in ON_DEVICE:
+            shown_on = dict.fromkeys(r["compared_on"] for r in records)
+            fronts = [[r for r in records if r["compared_on"] == device] for device in shown_on]
+        having = [front for front in fronts if any(r.get(key) is not None for r in front)]
+        return [self._best_of(study, front) for front in having or [records]]
 
     def _nobody(self, study: optuna.Study, figures: list[dict[str, Any]], keys: list[str]) -> str:
         """Why no trial meets the constraints: a figure no trial has, or the closest trial

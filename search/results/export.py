@@ -33,6 +33,7 @@ from nas.search.engine import (
     load_existing_study,
     located,
     objective_names,
+    pareto_front,
     rebuild,
     shared_options,
     study_space,
@@ -139,7 +140,7 @@ def _prepare_out(out: Path) -> None:
 
 def _select(study: optuna.Study, wanted: list[int]) -> list[optuna.trial.FrozenTrial]:
     if not wanted:
-        front = sorted(study.best_trials, key=lambda t: t.number)
+        front = pareto_front(study)  # one per device where the study was measured on several
         if not front:
             raise NasError(f"study '{study.study_name}' has no feasible finished trials to export")
         return front

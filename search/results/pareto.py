@@ -7,6 +7,12 @@ medians would drop stay on the front, marked as within noise of it (`on_front` f
 front members whose throughput intervals overlap are named in `overlaps`: the measurement
 cannot tell them apart. Two trials of one stored measurement (the same network, a cached
 figure) compare their figures as exact.
+
+A study measured on several devices has one front per device (engine/front.py): each record
+names the device it was measured on (`device`) and the device whose figures placed it on its
+front (`compared_on`), and its `overlaps` are of that front only. After a confirmation,
+`remeasured` gives one front instead, the confirmed figures compared (`compared_on`: the
+confirming device).
 """
 
 from __future__ import annotations
@@ -21,19 +27,33 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from nas.search.engine import (
+    confirmable,
+    confirmation,
     confirmed,
+    confirmed_front,
+    device_bound,
+    devices,
     final_figures,
     finetuned,
+    measured_on,
+    mixed_devices,
     noise_aware_front,
     objective_names,
+    pareto_front,
     throughput_interval,
 )
 from nas.search.hardware import overlap
 from nas.search.records import TrialAttr
 
 
-def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+def labels_by_device(study: optuna.Study) -> dict[str | None, str]:
+    """The label of each device the study was measured on, by identity (None: no device)."""
+    return {d.identity: d.label for d in devices(study.get_trials(deepcopy=False))}
+
+
+def trial_record(study: optuna.Study, trial: FrozenTrial, labels: dict[str | None, str]) -> dict[str, Any]:
     attrs = trial.user_attrs
+    identity = measured_on(trial)
     record: dict[str, Any] = {"trial": trial.number}
     record.update(zip(objective_names(study), trial.values or [], strict=False))
     latency = (attrs.get(TrialAttr.HARDWARE) or {}).get("latency") or {}
@@ -46,7 +66,7 @@ def trial_record(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
         latency_p95_ms=latency.get("p95_ms"),
         flops_per_s=attrs.get(TrialAttr.FLOPS_PER_S),
         peak_fraction=attrs.get(TrialAttr.PEAK_FRACTION),
-        device=(attrs.get(TrialAttr.DEVICE) or {}).get("name"),
+        device=labels.get(identity) if identity is not None else None,
         train_seconds=(attrs.get(TrialAttr.DURATIONS) or {}).get("train"),
         parameters=dict(trial.params),
     )
@@ -58,12 +78,13 @@ def figure_records(study: optuna.Study, trials: Sequence[FrozenTrial]) -> list[d
     interval, and those stored after the search (confirmed, fine-tuned, final-trained).
     `on_front` and `overlaps` are left for pareto_records, which knows the front."""
     measured, tuned, final = confirmed(study), finetuned(study), final_figures(study)
+    labels = labels_by_device(study)
     records = []
     for t in trials:
-        record = trial_record(study, t)
+        record = trial_record(study, t, labels)
         mine = throughput_interval(t)
         record["throughput_low"], record["throughput_high"] = mine if mine else (None, None)
-        record["on_front"], record["overlaps"] = None, []
+        record["on_front"], record["overlaps"], record["compared_on"] = None, [], None
         again = measured.get(str(t.number))
         record["confirmed_throughput"] = again.images_per_s if again else None
         record["confirmed_low"], record["confirmed_high"] = (again.low, again.high) if again else (None, None)
@@ -79,27 +100,65 @@ def figure_records(study: optuna.Study, trials: Sequence[FrozenTrial]) -> list[d
     return records
 
 
-def pareto_records(study: optuna.Study, among: Sequence[FrozenTrial] | None = None) -> list[dict[str, Any]]:
-    """The noise-aware front, best first objective first: each record says whether it is on
-    the plain front too, which other members it cannot be told apart from, and the figures
-    confirmed after the search (`nas pareto --confirm`) where there are some. `among`: the
-    front of those trials alone (results/choose.py: the trials that meet a `--where`)."""
-    if among is None:
-        strict = {t.number for t in study.best_trials}
+def one_front_confirmed(study: optuna.Study) -> bool:
+    """Whether the front re-measured (`pareto_records`' `remeasured`) is one front by the
+    confirmed figures: the study was measured on several devices, throughput is its only
+    objective measured on one, and a confirmation measured its fronts together."""
+    return confirmation(study) is not None and confirmable(study) and bool(mixed_devices(study))
+
+
+def pareto_records(
+    study: optuna.Study, among: Sequence[FrozenTrial] | None = None, *, remeasured: bool = False
+) -> list[dict[str, Any]]:
+    """The noise-aware front, one per device where the study was measured on several (in the
+    order of their first members), best first objective first: each record says whether
+    it is on the plain front too, which other members of its front it cannot be told apart
+    from, and the figures confirmed after the search (`nas pareto --confirm`) where there are
+    some. `among`: the front of those trials alone (results/choose.py: the trials that meet a
+    `--where`). `remeasured`: a study measured on several devices gets one front, of the trials
+    the confirmation measured, by their confirmed figures (one front per device still where
+    there is no confirmation, or an objective other than throughput was measured on a device)."""
+    names = objective_names(study)
+    record = confirmation(study)
+    if remeasured and one_front_confirmed(study) and record is not None:
+        front = confirmed_front(study, among)
+        strict = {t.number for t in confirmed_front(study, among, exact=True)}
+        figures = confirmed(study)
+        intervals = {t.number: _interval(figures[str(t.number)].low, figures[str(t.number)].high) for t in front}
+        compared_on: dict[int, str | None] = {t.number: record.device for t in front}
+        compared: dict[int, list[float]] = {
+            t.number: [
+                figures[str(t.number)].images_per_s if n == "throughput" else v
+                for n, v in zip(names, t.values, strict=True)
+            ]
+            for t in front
+        }
     else:
-        strict = {t.number for t in noise_aware_front(study, among, exact=True)}
-    front = noise_aware_front(study, among)
-    intervals = {t.number: throughput_interval(t) for t in front}
+        front = noise_aware_front(study, among)
+        exact = pareto_front(study) if among is None else noise_aware_front(study, among, exact=True)
+        strict = {t.number for t in exact}
+        intervals = {t.number: throughput_interval(t) for t in front}
+        labels = labels_by_device(study)
+        bound = device_bound(study)
+        compared_on = {t.number: labels.get(measured_on(t)) if bound else None for t in front}
+        compared = {t.number: list(t.values) for t in front}
     records = figure_records(study, front)
-    for record in records:
-        mine = intervals[record["trial"]]
-        record["on_front"] = record["trial"] in strict
-        record["overlaps"] = sorted(
-            n for n, other in intervals.items() if n != record["trial"] and mine and other and overlap(mine, other)
+    for r in records:
+        n = r["trial"]
+        mine = intervals[n]
+        r["on_front"], r["compared_on"] = n in strict, compared_on[n]
+        r["overlaps"] = sorted(
+            m
+            for m, other in intervals.items()
+            if m != n and compared_on[m] == compared_on[n] and mine and other and overlap(mine, other)
         )
-    first = objective_names(study)[0]
-    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
-    return sorted(records, key=lambda r: float(r[first]), reverse=maximize)
+    fronts = list(dict.fromkeys(compared_on[t.number] for t in front))
+    sign = -1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1.0
+    return sorted(records, key=lambda r: (fronts.index(r["compared_on"]), sign * compared[r["trial"]][0]))
+
+
+def _interval(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return (low, high) if low is not None and high is not None else None
 
 
 def to_json(records: list[dict[str, Any]]) -> str:

@@ -24,10 +24,19 @@ from optuna.visualization import plot_param_importances
 from plotly.offline import get_plotlyjs
 
 from nas.errors import NasError
-from nas.search.engine import confirmed, final_figures, noise_aware_front, objective_names, throughput_interval
+from nas.search.engine import (
+    confirmed,
+    devices,
+    final_figures,
+    mixed_devices,
+    noise_aware_front,
+    objective_names,
+    pareto_front,
+    throughput_interval,
+)
 from nas.search.records import FinalFigures, StudyAttr, TrialAttr
 from nas.search.results.pareto import hypervolume_2d
-from nas.search.results.summaries import stopped_early_line
+from nas.search.results.summaries import devices_line, stopped_early_line
 
 # Objectives spanning orders of magnitude are plotted (and their hypervolume taken) in log10.
 LOG_OBJECTIVES = {"throughput", "model_size", "tflite_latency"}
@@ -82,7 +91,7 @@ def pareto_figure(study: optuna.Study) -> Any:
     def x_of(t: FrozenTrial) -> float:
         return float(t.number) if x_name == "trial" else t.values[names.index(x_name)]
 
-    front = {t.number for t in study.best_trials}
+    front = {t.number for t in pareto_front(study)}
     within_noise = {t.number for t in noise_aware_front(study)} - front
     front_label, noise_label = "Pareto front", "within noise of the front"
     groups: dict[str, list[FrozenTrial]] = {front_label: [], noise_label: [], "dominated": [], "infeasible": []}
@@ -259,7 +268,7 @@ def importance_figures(study: optuna.Study) -> list[Any]:
 def learning_curves_figure(study: optuna.Study) -> Any | None:
 
     fig = go.Figure()
-    for t in sorted(study.best_trials, key=lambda t: t.number):
+    for t in sorted(pareto_front(study), key=lambda t: t.number):
         curve = (t.user_attrs.get(TrialAttr.HISTORY) or {}).get("val_accuracy")
         if curve:
             fig.add_trace(
@@ -277,7 +286,7 @@ def learning_curves_figure(study: optuna.Study) -> Any | None:
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
-    front = {t.number for t in study.best_trials}
+    front = {t.number for t in pareto_front(study)}
     within_noise = {t.number for t in noise_aware_front(study)} - front
     final = final_figures(study)
     rows = []
@@ -374,9 +383,12 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
         "storage": storage_label,
         "trials": len(study.trials),
         "finished": len(complete),
-        "pareto": len(study.best_trials),
+        "pareto": len(pareto_front(study)),
         "objectives": dict(zip(objective_names(study), (d.name.lower() for d in study.directions), strict=True)),
         "stopped_early": stopped_early_line(study.get_trials(deepcopy=False)),
+        "devices": devices_line(
+            [(d.label, d.trials) for d in devices(study.get_trials(deepcopy=False))], bool(mixed_devices(study))
+        ),
     }
     objectives = ", ".join(f"{k} ({v})" for k, v in summary["objectives"].items())
     summary_json = json.dumps(summary).replace("</", "<\\/")  # never closes the script tag
@@ -389,6 +401,7 @@ def build_report(study: optuna.Study, storage_label: str) -> str:
 <h1>Study {html.escape(study.study_name)}</h1>
 <p>{summary["finished"]} finished of {summary["trials"]} trials, {summary["pareto"]} on the Pareto front;
 {html.escape(summary["stopped_early"] or "")}
+{html.escape(summary["devices"] + ";" if summary["devices"] else "")}
 objectives: {html.escape(objectives)}; {html.escape(storage_label)}</p>
 <script type="application/json" id="summary">{summary_json}</script>
 {"".join(divs)}

@@ -1,14 +1,17 @@
-"""Read-only views of the storage for `nas status` and `nas pareto`."""
+"""Read-only views of the storage for `nas status` and `nas pareto`: each study's progress, what
+screening and early stopping ended, and the devices its figures were measured on."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
 import sqlalchemy.exc
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.search.engine import devices, mixed_devices, pareto_front
 from nas.search.records import StudyAttr, TrialAttr
 from nas.storage import CacheStats, MeasurementCache
 
@@ -56,6 +59,17 @@ def screened_line(trials: list[FrozenTrial]) -> str | None:
     return f"{total} trial{'s' if total != 1 else ''} screened ({parts})"
 
 
+def devices_line(found: Sequence[tuple[str, int]], fronts: bool) -> str | None:
+    """'measured on 2 devices: GPU H100 (12 trials), CPU Xeon (8 threads) (5 trials)' from
+    (device, trials) pairs, or None for one device; `fronts`: the study has one front per
+    device (the line says so)."""
+    if len(found) < 2:
+        return None
+    named = ", ".join(f"{label} ({n} trial{'s' if n != 1 else ''})" for label, n in found)
+    why = "; one front per device: throughput is compared only between trials of one device" if fronts else ""
+    return f"measured on {len(found)} devices: {named}{why}"
+
+
 def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]]:
     rows = []
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
@@ -68,6 +82,7 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
         best = max((t.values[accuracy] for t in done), default=None) if accuracy is not None else None
         screened = screened_by_kind(trials)
         rungs = stopped_by_rung(trials)
+        measured = devices(trials)
         rows.append(
             {
                 "study": summary.study_name,
@@ -80,8 +95,10 @@ def study_summaries(storage: optuna.storages.BaseStorage) -> list[dict[str, Any]
                 "stopped_early": sum(rungs.values()),
                 "stopped_early_by_rung": {str(k): n for k, n in sorted(rungs.items())},
                 "queued": states[TrialState.WAITING],
-                "pareto": len(study.best_trials) if done else 0,
+                "pareto": len(pareto_front(study)) if done else 0,
                 "best_accuracy": best,
+                "devices": [{"device": d.label, "trials": d.trials} for d in measured],
+                "fronts": len(mixed_devices(study)) or 1,  # one front per device
             }
         )
     return rows

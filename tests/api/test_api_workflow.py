@@ -4,53 +4,44 @@ line's errors."""
 
 from __future__ import annotations
 
+import json
+import runpy
+import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 import nas.api
 
-from ..helpers import QUICK_MEASURE
-
-
-def _space() -> dict[str, Any]:
-    """The tiny preset's kind of network on the built-in digits, with a test split for `train`."""
-    return {
-        "name": "api",
-        "dataset": {"source": "digits", "image_size": 8, "subset": 300, "test_fraction": 0.2},
-        "model": {
-            "stem_filters": 8,
-            "stem_stride": 1,
-            "head_filters": 16,
-            "stages": [{"filters": 8, "kernel": {"choice": [3, 5]}}, {"filters": 16, "stride": 2}],
-        },
-        "training": {"epochs": 1, "batch_size": 32, "learning_rate": 0.02},
-        "measure": {**QUICK_MEASURE, "confirm": False},
-        "final": {"epochs": 1, "warmup_epochs": 0, "trials": 1},
-        "search": {"trials": 2},
-    }
+from ..helpers import REPO
 
 
 @pytest.mark.slow  # trains
-def test_search_train_best_model_predict_export(tmp_path: Path) -> None:
+def test_search_train_best_model_predict_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/python_api.py as a user runs it (2 trials), then its study through nas.api."""
     import keras  # reads the exported file, as a user of it would
     from sklearn.datasets import load_digits
 
-    study = nas.api.search(_space(), storage=f"sqlite:///{tmp_path / 'nas.db'}")
+    storage = f"sqlite:///{tmp_path / 'nas.db'}"
+    monkeypatch.chdir(tmp_path)
+    example = runpy.run_path(str(REPO / "examples" / "python_api.py"))
+    monkeypatch.setattr(sys, "argv", ["python_api.py", "--trials", "2", "--storage", storage, "--out", "demo"])
+    example["main"]()
+    assert json.loads((tmp_path / "demo" / "manifest.json").read_text())["passed"] is True
+
+    study = nas.api.load("api-demo", storage=storage)
     front = study.pareto()
     best = study.best("accuracy")
     assert best in front and best["accuracy"] == max(r["accuracy"] for r in front)
     bound = best["params"]
     assert all(r["params"] <= bound for r in study.pareto(where=f"params<={bound}"))
-    number = best["trial"]
+    (number,) = [r["trial"] for r in front if r["test_accuracy"] is not None]  # the example's choice
 
-    figures = study.train(trials=[number])
+    figures = study.train(trials=[number])  # trained by the example already: kept, not trained again
     assert 0.0 <= figures[number]["test_accuracy"] <= 1.0 and Path(figures[number]["model"]).is_file()
     assert study.best("test_accuracy")["trial"] == number  # the only final-trained trial
 
-    assert all(r["confirmed_throughput"] is None for r in front)
     confirmed = study.confirm()
     assert confirmed and all(r["confirmed_throughput"] > 0 for r in confirmed)
 
@@ -74,10 +65,13 @@ def test_search_train_best_model_predict_export(tmp_path: Path) -> None:
 
     # The command line's errors, with the API's parameter names.
     errors = [
-        (lambda: study.best("accuracy", where="throughput>=1e12"), "where throughput>=1e12: no trial of study 'api'"),
+        (
+            lambda: study.best("accuracy", where="throughput>=1e12"),
+            "where throughput>=1e12: no trial of study 'api-demo'",
+        ),
         (lambda: study.best("speed"), "objective 'speed': unknown figure 'speed' (figures: accuracy,"),
         (lambda: study.train(trials=[number], where="params>0"), "trials names the trials and where chooses them"),
-        (lambda: study.model(99), "study 'api' has no trial 99"),
+        (lambda: study.model(99), "study 'api-demo' has no trial 99"),
         (
             lambda: study.export("keras", tmp_path / "x", search_weights=True, retrain_full=True),
             "search_weights exports the search's weights, retrain_full trains new ones",

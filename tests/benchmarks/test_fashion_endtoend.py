@@ -17,6 +17,24 @@ from nas.search.records import FinalFigures, FinalTraining
 from .package import benchmark
 
 
+def test_round_1_s_rule_a_reference_dominated_at_least_as_accurate_and_faster_beyond_both_intervals() -> None:
+    # Round 1's comparison keeps its rule (one seed each, no margin), so its committed verdicts
+    # stay what its commands give; round 2's noise rule is benchmarks/fashion_verdicts.py's.
+    module = benchmark("fashion_endtoend")
+
+    def row(name: str, accuracy: float, low: float, high: float) -> dict[str, Any]:
+        return {"name": name, "test_accuracy": accuracy, "low": low, "high": high}
+
+    reference = row("mobilenet_v2_0.35", 0.90, 900, 1100)
+    front = [
+        row("trials s0 trial 1", 0.91, 1200, 1400),  # more accurate, faster beyond both intervals
+        row("trials s0 trial 2", 0.90, 1150, 1300),  # as accurate: enough
+        row("trials s0 trial 3", 0.95, 1000, 1500),  # intervals overlap: not beyond the noise
+        row("trials s0 trial 4", 0.89, 5000, 6000),  # less accurate
+    ]
+    assert module.dominated_by(reference, front) == ["trials s0 trial 1", "trials s0 trial 2"]
+
+
 def test_the_curve_counts_only_what_finished_by_each_moment() -> None:
     module = benchmark("fashion_endtoend")
     from benchmarks.scoring import front_hypervolume

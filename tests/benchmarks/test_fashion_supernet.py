@@ -1,13 +1,16 @@
 """benchmarks/fashion_supernet.py: the subnets it trains stand-alone are spread over the
-space's FLOPs, and its rank correlations count only subnets every figure exists for."""
+space's FLOPs, its rank correlations count only subnets every figure exists for, its space is the
+preset's with the supernet strategy, and its final training takes the preset's recipe and seeds."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from .package import PACKAGE, benchmark
 from .test_results_map import runnable, stamp_problems
@@ -83,12 +86,79 @@ def test_a_search_piece_adds_its_command_to_the_progress_log_and_stamps_its_comm
 
 
 def test_each_piece_records_its_command_with_the_arguments_it_ran() -> None:
-    command_line = benchmark("fashion_supernet").command_line
+    module = benchmark("fashion_supernet")
 
-    def piece(piece: str, what: str | None = None, minutes: float = 55.0, epochs: int = 1) -> str:
-        return command_line(argparse.Namespace(piece=piece, what=what, minutes=minutes, finetune_epochs=epochs))
+    def piece(piece: str, what: str | None = None, minutes: float = 55.0, epochs: int = 1, **more: Any) -> str:
+        options = {"seeds": 1, "networks": module.NETWORKS, "trials": None} | more
+        return str(
+            module.command_line(
+                argparse.Namespace(piece=piece, what=what, minutes=minutes, finetune_epochs=epochs, **options)
+            )
+        )
 
     assert piece("search", "0", 64) == "python -m benchmarks.fashion_supernet search 0 --minutes 64"
     assert piece("train", "fashion_trials_s1") == "python -m benchmarks.fashion_supernet train fashion_trials_s1"
+    assert (
+        piece("train", "fashion_supernet_s0", seeds=3, trials=[5, 12])
+        == "python -m benchmarks.fashion_supernet train fashion_supernet_s0 --seeds 3 --trials 5,12"
+    )
+    assert piece("train", "s", networks=8) == "python -m benchmarks.fashion_supernet train s --networks 8"
     assert piece("standalone") == "python -m benchmarks.fashion_supernet standalone"
     assert piece("ranking", epochs=0) == "python -m benchmarks.fashion_supernet ranking --finetune-epochs 0"
+
+
+def test_the_supernet_searches_the_preset_itself_and_writes_the_file_only_when_it_searches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = benchmark("fashion_supernet")
+    monkeypatch.setattr(module, "HERE", tmp_path)
+    monkeypatch.setattr(module, "SPACE_FILE", tmp_path / "space.yaml")
+    monkeypatch.setattr(module, "run_nas", lambda *_, **__: 0)
+    preset = yaml.safe_load((PACKAGE.parent / "spaces" / "fashion_mnist.yaml").read_text())
+    document = module.space_document()
+    assert not (tmp_path / "space.yaml").exists()  # a reader (the tests, `standalone`) writes nothing
+    # The preset's model, block types searched per stage, and its final recipe; the supernet's settings.
+    assert document["model"] == preset["model"] and document["final"] == preset["final"]
+    assert {"choice": ["mbconv", "fused"]} in [stage.get("block") for stage in document["model"]["stages"]]
+    assert document["search"]["strategy"] == "supernet" and document["search"]["supernet"]["epochs"] == "auto"
+    module._search("supernet", 0, 1.0, "python -m benchmarks.fashion_supernet search 0 --minutes 1")
+    assert yaml.safe_load((tmp_path / "space.yaml").read_text()) == document  # the record of what it searched
+
+
+def test_the_final_training_spreads_along_the_front_with_seeds_and_the_preset_s_recipe_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optuna
+
+    from nas.search.records import StudyAttr
+
+    module = benchmark("fashion_supernet")
+    database = tmp_path / "supernet.db"
+    for name, value in (("HERE", tmp_path), ("SPACE_FILE", tmp_path / "space.yaml"), ("DATABASE", database)):
+        monkeypatch.setattr(module, name, value)
+    found = optuna.create_study(
+        study_name="fashion_supernet_s0", storage=f"sqlite:///{database}", directions=["maximize"] * 2
+    )
+    for accuracy, speed in ((0.95, 1000.0), (0.94, 2000.0), (0.93, 3000.0), (0.92, 4000.0), (0.91, 5000.0)):
+        found.add_trial(optuna.trial.create_trial(values=[accuracy, speed]))
+    old = module.space_document() | {"final": {"epochs": 2}}  # searched before the recipe changed
+    found.set_user_attr(StudyAttr.SPACE_DOCUMENT, old)
+    module._write_space(old)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(module, "run_nas", lambda args, *_, **__: asked.append(args) or 0)
+    module.train(
+        "fashion_supernet_s0", 1.0, "python -m benchmarks.fashion_supernet train fashion_supernet_s0", networks=3
+    )
+    module.train(
+        "fashion_supernet_s0", 1.0, "python -m benchmarks.fashion_supernet train s --seeds 3", seeds=3, trials=[1]
+    )
+    assert asked == [
+        ["train", "fashion_supernet_s0", "--trials", "0,2,4", "--seeds", "1"],  # both ends and the middle
+        ["train", "fashion_supernet_s0", "--trials", "1", "--seeds", "3"],
+    ]
+    final = yaml.safe_load((PACKAGE.parent / "spaces" / "fashion_mnist.yaml").read_text())["final"]
+    stored = optuna.load_study(study_name="fashion_supernet_s0", storage=f"sqlite:///{database}").user_attrs
+    assert stored[StudyAttr.SPACE_DOCUMENT] == old | {"final": final}
+    assert yaml.safe_load((tmp_path / "space.yaml").read_text()) == old | {"final": final}
+    log = json.loads((tmp_path / "progress.json").read_text())
+    assert [c["piece"] for c in log["chunks"]] == ["train fashion_supernet_s0"] * 2

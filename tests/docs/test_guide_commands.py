@@ -68,6 +68,9 @@ NOT_HERE = {
         "another machine's server and 2 GPUs (tests/storage runs studies on the local PostgreSQL)"
     ),
     "NAS_STORAGE=postgresql+psycopg://nas:secret@db-host/nas nas worker --study mobilenet": "another machine",
+    "python examples/python_api.py": (
+        "tests/api/test_api_workflow.py runs it (2 trials, in process) and checks its study through nas.api"
+    ),
     "optuna-dashboard sqlite:///nas.db": (
         "serves until stopped; tests/e2e/test_ecosystem.py starts it and reads the study over HTTP"
     ),

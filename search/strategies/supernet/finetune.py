@@ -24,12 +24,11 @@ from typing import Any
 
 import keras
 import optuna
-from optuna.trial import TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
 from nas.errors import ConversionError, NasError, TrainingDiverged
 from nas.search.data import Dataset, load_dataset
-from nas.search.engine import JoinedStudy, Start, deploy_as_trial, finetuned, objective_names
+from nas.search.engine import JoinedStudy, Start, deploy_as_trial, finetuned, objective_names, pareto_front
 from nas.search.records import StudyAttr
 from nas.search.space import Candidate, SearchSpace
 from nas.search.strategies.supernet.elastic import elastic_space
@@ -62,7 +61,7 @@ def _front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     if "accuracy" not in names:
         raise NasError(f"study '{study.study_name}' has no accuracy objective to fine-tune for")
     first = names.index("accuracy")
-    front = [t for t in study.best_trials if t.state == TrialState.COMPLETE and t.values]
+    front = [t for t in pareto_front(study) if t.values]
     return sorted(front, key=lambda t: (-t.values[first], t.number))[:MAX_FINETUNED]
 
 
