@@ -25,6 +25,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _depth = 0
 _held: Callable[[], None] | None = None
+# A stop-now that was raised but not yet handled. Python swallows an exception raised in a
+# finalizer ("Exception ignored in ... __del__"): a signal handled while TensorFlow's garbage
+# collection ran lost its stop, and the search went on to its end (seen in CI). `checkpoint`
+# raises it again at the next safe point until the loop has handled it.
+_pending = False
 
 
 def _on_main_thread() -> bool:
@@ -45,6 +50,24 @@ def hold(stop: Callable[[], None]) -> None:
     """Run `stop` (which raises) when the outermost section ends instead of now."""
     global _held
     _held = stop
+
+
+def demand_stop() -> None:
+    """A stop-now was raised: `checkpoint` raises it again until `stop_handled`."""
+    global _pending
+    _pending = True
+
+
+def stop_handled() -> None:
+    global _pending
+    _pending = False
+
+
+def checkpoint() -> None:
+    """Raise a stop-now that was raised before and swallowed; a safe point of the main thread
+    (a trial's phase, a training batch) calls it."""
+    if _pending and _on_main_thread() and not _depth:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ import optuna
 
 from nas.search.records import TrialAttr
 from nas.search.space import Candidate
+from nas.storage import critical
 
 if TYPE_CHECKING:
     from nas.search.deploy import Deployed
@@ -66,6 +67,7 @@ class TrialWork:
 
     @contextmanager
     def phase(self, name: str, on_phase: PhaseCallback) -> Iterator[None]:
+        critical.checkpoint()
         on_phase(name)
         t0 = time.perf_counter()
         ended = False

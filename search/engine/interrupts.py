@@ -39,6 +39,7 @@ class Interrupts:
 
     def _raise_stop(self) -> None:
         self.stopped_now = True
+        critical.demand_stop()
         raise KeyboardInterrupt
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
@@ -66,6 +67,7 @@ class Interrupts:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        critical.stop_handled()
         if self._previous:
             signal.signal(signal.SIGINT, self._previous[0])
             signal.signal(signal.SIGTERM, self._previous[1])

@@ -33,7 +33,7 @@ from nas.search.engine.trial import TrialRunner, describe_failure
 from nas.search.hardware import describe_device
 from nas.search.records import StoppedBy, TrialAttr
 from nas.search.space import SearchSpace
-from nas.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, WeightStore, study_lock, with_lock_retries
+from nas.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, WeightStore, critical, study_lock, with_lock_retries
 
 # How often a worker with nothing to start (the rest of the budget runs elsewhere) looks
 # again: to finish promptly, and to take over the trial of a worker that died.
@@ -250,6 +250,7 @@ class _TrialLoop:
     def _interrupted(self, trial: optuna.Trial) -> NoReturn:
         """Fail a trial a stop cut short and queue it again, then stop the search."""
         study = self.study
+        critical.stop_handled()
         with no_interrupts():
             trial.set_user_attr(TrialAttr.FAIL_REASON, "interrupted (Ctrl-C or SIGTERM)")
             frozen = study.tell(trial, state=TrialState.FAIL)
@@ -274,6 +275,10 @@ class _TrialLoop:
             if interrupts.stopped_now:
                 self._interrupted(trial)
             failure = exc
+        if interrupts.stopped_now:
+            # The stop was raised where Python swallows exceptions (a finalizer) and the trial
+            # ran on: it was still asked to stop.
+            self._interrupted(trial)
         try:
             # The trial has ended: a stop arriving now waits until the study has been told, or
             # the trial would be left RUNNING (and its finished work run again on resume).

@@ -168,6 +168,7 @@ class _Steps:
             # A stop-now (second Ctrl-C, SIGTERM) lands between batches, in Python's own code,
             # never inside TensorFlow's iterator or step: one run stopped mid-training aborted
             # with heap corruption ("free(): invalid next size").
+            critical.checkpoint()
             with critical.section():
                 batch = next(iterator, None)
                 if batch is None:

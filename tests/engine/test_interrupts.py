@@ -220,3 +220,40 @@ def test_a_queued_trial_stopped_before_it_sampled_everything_is_queued_again_who
     assert requeue(study, frozen)
     retry = study.ask()
     assert (retry.suggest_int("a", 0, 5), retry.suggest_int("b", 0, 5)) == (1, 2)
+
+
+class _Finalized:
+    def __del__(self) -> None:
+        _stop_now()
+
+
+def _swallowed_stop() -> None:
+    """A stop handled inside a finalizer, as TensorFlow's garbage collection runs them while a
+    model is built: Python prints what the handler raises ("Exception ignored") and goes on."""
+    _Finalized()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_a_finalizer_swallowed_is_raised_again_at_the_next_safe_point(tmp_path: Path) -> None:
+    steps: list[str] = []
+
+    def during() -> None:
+        _swallowed_stop()
+        steps.append("ran on")
+        critical.checkpoint()  # a phase or a training batch starts here
+        steps.append("past the checkpoint")
+
+    loop, study = _loop(tmp_path, _Runner(during=during))
+    with pytest.raises(SearchInterrupted, match="trial 0 was stopped and queued again; 0 finished"):
+        _run(loop)
+    assert steps == ["ran on"]
+    assert _states(study) == ["FAIL", "WAITING"]
+    critical.checkpoint()  # handled: nothing is left to raise
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_trial_that_ran_on_past_a_swallowed_stop_is_still_stopped(tmp_path: Path) -> None:
+    loop, study = _loop(tmp_path, _Runner(during=_swallowed_stop))
+    with pytest.raises(SearchInterrupted, match="trial 0 was stopped and queued again; 0 finished"):
+        _run(loop)
+    assert _states(study) == ["FAIL", "WAITING"]
