@@ -28,6 +28,7 @@ from nas.search.engine import (
     confirmed,
     devices,
     final_figures,
+    measured_on,
     mixed_devices,
     noise_aware_front,
     objective_names,
@@ -128,19 +129,48 @@ def pareto_figure(study: optuna.Study) -> Any:
             "thickness": 1,
         }
 
+    # A study measured on several devices has one front per device: each is its own line, in
+    # its own symbol, so no line joins figures of two devices.
+    fronts: list[tuple[str, list[FrozenTrial], dict[str, Any]]]
+    fronts = [(front_label, groups.pop(front_label), style[front_label])]
+    mixed = mixed_devices(study)
+    if mixed:
+        members = fronts[0][1]
+        symbols = ["circle", "square", "diamond", "triangle-up", "cross", "star-square"]
+        fronts = [
+            (
+                f"{front_label} on {device.label}",
+                [t for t in members if measured_on(t) == device.identity],
+                {**style[front_label], "symbol": symbols[i % len(symbols)]},
+            )
+            for i, device in enumerate(mixed)
+        ]
     fig = go.Figure()
-    for label, trials in groups.items():
-        if label == front_label:
-            trials = sorted(trials, key=x_of)
-        noisy = label in (front_label, noise_label)
+    for label, trials, marker in fronts:
+        trials = sorted(trials, key=x_of)
         fig.add_trace(
             go.Scatter(
                 x=[x_of(t) for t in trials],
                 y=[t.values[yi] for t in trials],
-                mode="lines+markers" if label == front_label else "markers",
+                mode="lines+markers",
+                name=f"{label} ({len(trials)})",
+                marker=marker,
+                line={"dash": "dot"},
+                text=[_hover(t) for t in trials],
+                hovertemplate="%{text}<extra></extra>",
+                error_x=error_bars(trials, "x"),
+                error_y=error_bars(trials, "y"),
+            )
+        )
+    for label, trials in groups.items():
+        noisy = label == noise_label
+        fig.add_trace(
+            go.Scatter(
+                x=[x_of(t) for t in trials],
+                y=[t.values[yi] for t in trials],
+                mode="markers",
                 name=f"{label} ({len(trials)})",
                 marker=style[label],
-                line={"dash": "dot"},
                 text=[_hover(t) for t in trials],
                 hovertemplate="%{text}<extra></extra>",
                 error_x=error_bars(trials, "x") if noisy else None,
@@ -148,7 +178,7 @@ def pareto_figure(study: optuna.Study) -> Any:
             )
         )
     measured = confirmed(study)
-    shown = [t for t in groups[front_label] + groups[noise_label] if str(t.number) in measured]
+    shown = [t for t in [*(t for _, ts, _ in fronts for t in ts), *groups[noise_label]] if str(t.number) in measured]
     if shown and "throughput" in (x_name, y_name):
         figure = {t.number: measured[str(t.number)].images_per_s for t in shown}
         on_x = x_name == "throughput"
@@ -420,12 +450,14 @@ def pareto_png(study: optuna.Study, path: str) -> None:
 
     figure = pareto_figure(study)
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    # plotly's marker symbols as matplotlib's (the open circle is drawn hollow).
+    kinds = {"square": "s", "diamond": "D", "triangle-up": "^", "cross": "P", "star-square": "*", "star": "*", "x": "x"}
     for trace in figure.data:
         marker = trace.marker
-        kind = "o" if marker.symbol != "x" else "x"
-        face = marker.color if marker.symbol == "circle" else "none"
-        ax.plot(trace.x, trace.y, kind, linestyle=":" if "front" in trace.name else "none", color=marker.color,
-                markerfacecolor=face, label=trace.name)  # fmt: skip
+        kind = kinds.get(marker.symbol, "o")
+        face = "none" if marker.symbol in ("circle-open", "x") else marker.color
+        line = ":" if "lines" in (trace.mode or "") else "none"
+        ax.plot(trace.x, trace.y, kind, linestyle=line, color=marker.color, markerfacecolor=face, label=trace.name)
     ax.set_xlabel(figure.layout.xaxis.title.text)
     ax.set_ylabel(figure.layout.yaxis.title.text)
     if figure.layout.xaxis.type == "log":

@@ -93,6 +93,25 @@ def test_a_faster_device_never_pushes_another_devices_trials_off_their_front() -
     ]
 
 
+def test_the_report_draws_one_front_line_per_device(tmp_path: Path) -> None:
+    from nas.search.results.report import pareto_figure, pareto_png
+
+    def members(trace: Any) -> list[int]:
+        return [int(text.split("<br>")[0].removeprefix("trial ")) for text in trace.text]
+
+    figure = pareto_figure(_mixed())
+    lines = {t.name: members(t) for t in figure.data if t.mode == "lines+markers"}
+    # No line joins the Xeon's trial 6 (8,700 img/s) to the H100's trial 3 (9,000).
+    assert lines == {f"Pareto front on {ON_XEON} (3)": [0, 1, 6], f"Pareto front on {ON_H100} (1)": [3]}
+    assert {t.name: members(t) for t in figure.data if t.mode == "markers"} == {
+        "within noise of the front (1)": [5],
+        "dominated (2)": [2, 4],
+        "infeasible (0)": [],
+    }
+    pareto_png(_mixed(), str(tmp_path / "front.png"))  # the PNG draws each device's symbol
+    assert (tmp_path / "front.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_json_and_csv_carry_the_device() -> None:
     records = pareto_records(_mixed())
     assert {(r["trial"], r["device"], r["compared_on"]) for r in json.loads(to_json(records))} == {
