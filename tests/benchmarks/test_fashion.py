@@ -420,3 +420,25 @@ def test_report_and_status_read_a_round_s_folder_by_the_preset_s_recipe_and_the_
     assert "left out until trained again): trials s0 trial 2" in said
     assert "python -m benchmarks.fashion reference mobilenet_v3_small --seeds 3" in said
     assert "pieces run: 2, on x86_64, AVX-512; x86_64, AVX2" in said
+
+
+def test_a_piece_writes_each_study_databases_wal_back_before_it_is_committed(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    state = benchmark("fashion_state")
+    (tmp_path / "supernet").mkdir()
+    database = tmp_path / "supernet" / "s.db"
+    writer = sqlite3.connect(database)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")  # as a process that ended without closing it
+    writer.execute("CREATE TABLE trials (n INTEGER)")
+    writer.executemany("INSERT INTO trials VALUES (?)", [(n,) for n in range(50)])
+    writer.commit()
+    assert (tmp_path / "supernet" / "s.db-wal").stat().st_size > 0
+    state.write_back(tmp_path)
+    # What git commits: the database file alone (copied while the writer is still open: its
+    # closing would write the WAL back itself).
+    shutil.copy2(database, tmp_path / "committed.db")
+    writer.close()
+    assert sqlite3.connect(tmp_path / "committed.db").execute("SELECT count(*) FROM trials").fetchone() == (50,)
