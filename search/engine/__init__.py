@@ -9,6 +9,7 @@ from nas._lazy import lazy_exports
 if TYPE_CHECKING:
     from nas.search.engine.collector import freeze_survivors as freeze_survivors
     from nas.search.engine.data_paths import located as located
+    from nas.search.engine.data_paths import matches_moved as matches_moved
     from nas.search.engine.early_stopping import rung_epochs as rung_epochs
     from nas.search.engine.evaluation import EpochCallback as EpochCallback
     from nas.search.engine.evaluation import Evaluation as Evaluation
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "data_paths": ["located"],
+        "data_paths": ["located", "matches_moved"],
         "early_stopping": ["rung_epochs"],
         "front": [
             "UNKNOWN_DEVICE",
@@ -159,6 +160,7 @@ __all__ = [
     "load_existing_study",
     "located",
     "make_sampler",
+    "matches_moved",
     "measured_on",
     "mixed_devices",
     "noise_aware_front",

@@ -4,13 +4,17 @@ inside the space file's folder are also stored relative to the artifacts folder
 (StudyAttr.DATA_PATHS): a study copied to another folder or machine with its data and artifacts
 in the same places beside each other finds its data from the artifacts folder it is given.
 
-Only the commands that read a finished study's data through an artifacts folder (`nas train`,
-`nas export`) look there; the search itself, and its fingerprint, keep the absolute paths."""
+`nas train`, `nas export` and `nas worker` read the data from there where a stored path is
+missing here; a resumed `nas search` (and its supernet) takes the space file's new absolute
+paths for the stored ones when they lie where the study's relative paths say (`matches_moved`).
+The stored fingerprint keeps the paths it was made with."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -60,3 +64,20 @@ def located(space: SearchSpace, study: optuna.Study, root: Path) -> SearchSpace:
     if not moved:
         return space
     return space_from_dict({**document, "dataset": {**dataset, **moved}}, space.source)
+
+
+def matches_moved(space: SearchSpace, stored: dict[str, Any], study: optuna.Study, root: Path | None) -> bool:
+    """Whether the fingerprint `stored` is this space's, or was until the project (space file,
+    data and artifacts folder, kept beside each other) moved: the space's data paths, relative
+    to the artifacts folder `root`, are those the study keeps, and with its absolute ones in
+    place of the stored ones the fingerprints match."""
+    if space.matches(stored):
+        return True
+    relative: dict[str, str] = study.user_attrs.get(StudyAttr.DATA_PATHS) or {}
+    if root is None or not relative or travelling_paths(space, root) != relative:
+        return False
+    here = json.loads(space.fingerprint()).get("dataset", {})
+    dataset = dict(stored.get("dataset", {}))
+    # Only the paths the fingerprint holds (test_path is not in it: it may change anyway).
+    dataset.update({key: here.get(key) for key in relative if key in dataset})
+    return space.matches({**stored, "dataset": dataset})

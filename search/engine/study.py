@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -12,7 +13,7 @@ from optuna.trial import TrialState
 
 from nas import __version__
 from nas.errors import NasError
-from nas.search.engine.data_paths import store_travelling_paths
+from nas.search.engine.data_paths import located, matches_moved, store_travelling_paths
 from nas.search.engine.events import SearchEvents
 from nas.search.engine.options import SearchOptions
 from nas.search.engine.recovery import recover_orphans
@@ -20,7 +21,7 @@ from nas.search.engine.samplers import make_sampler
 from nas.search.hardware import device_label, unsupported_precisions
 from nas.search.records import StudyAttr
 from nas.search.space import SearchSpace, space_from_dict, stored_strategy
-from nas.storage import GRACE_PERIOD_S, StorageURL, check_artifact_root, open_storage
+from nas.storage import GRACE_PERIOD_S, StorageURL, check_artifact_root, default_artifact_root, open_storage
 
 
 def counts(study: optuna.Study) -> tuple[int, int]:
@@ -33,8 +34,11 @@ def counts(study: optuna.Study) -> tuple[int, int]:
     return finished, sum(t.state == TrialState.RUNNING for t in trials)
 
 
-def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: str) -> optuna.Study:
-    """Load the study if it exists (checking it was made from this space), else create it."""
+def open_study(
+    space: SearchSpace, storage: optuna.storages.RDBStorage, name: str, root: Path | None = None
+) -> optuna.Study:
+    """Load the study if it exists (checking it was made from this space, or from this space
+    before its project moved with its data and the artifacts folder `root`), else create it."""
     directions = list(space.spec.objectives.values())
     names = list(space.spec.objectives)
     try:
@@ -55,7 +59,7 @@ def open_study(space: SearchSpace, storage: optuna.storages.RDBStorage, name: st
             f"study '{name}' was searched with search.strategy {was}, not {now}; "
             "use {study} NEW_NAME for the other strategy"
         )
-    if not space.matches(stored):
+    if not matches_moved(space, stored, study, root):
         raise NasError(
             f"study '{name}' was created from a different space "
             f"(from {study.user_attrs.get('space_source')}); use {{study}} NEW_NAME for the changed space"
@@ -85,7 +89,7 @@ def prepare_study(
     checked everything that can reject the input, so nothing is written for bad input."""
     root = check_artifact_root(options.storage, options.artifacts)  # the last check: a file in its way
     storage = open_storage(options.storage)
-    study = open_study(space, storage, options.study_name)
+    study = open_study(space, storage, options.study_name, root)
     for line in recover_orphans(study, GRACE_PERIOD_S):
         events.message(line)
     study.set_user_attr(StudyAttr.BUDGET, options.trials)
@@ -135,7 +139,10 @@ def join_study(url: StorageURL, name: str, timeout: float | None = None) -> Join
             f"study '{name}' holds no space to join (made by an older nas or by hand); "
             "run `nas search SPACE {study} NAME` once with this version first"
         )
-    space = space_from_dict(document, f"study '{name}'")
     options = SearchOptions(storage=url, study_name=name, trials=int(budget), timeout=timeout, **shared)
+    # A worker on another machine finds the data where it lies beside the artifacts folder it
+    # is given, as nas train and nas export do (a path that exists here is kept).
+    root = default_artifact_root(url, options.artifacts)
+    space = located(space_from_dict(document, f"study '{name}'"), study, root)
     make_sampler(options.sampler, options.seed)  # this machine may lack what the sampler needs
     return JoinedStudy(study, storage, space, options)

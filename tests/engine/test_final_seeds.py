@@ -14,6 +14,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
+from optuna.trial import TrialState
 
 from nas.errors import NasError
 
@@ -130,7 +131,7 @@ def test_again_trains_a_final_trained_trial_again(_trained: Path, tmp_path: Path
 
 
 def test_a_copied_study_finds_its_final_models_and_data_from_the_artifacts_folder_it_is_given(
-    _trained: Path, tmp_path: Path
+    _trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nas.search.engine import final_model_file
 
@@ -163,3 +164,32 @@ def test_a_copied_study_finds_its_final_models_and_data_from_the_artifacts_folde
     (moved / figures["model"]).unlink()
     with pytest.raises(NasError, match=f"model of trial {number} is missing at {moved / figures['model']}"):
         final_model_file(study, int(number), moved)
+
+    # `nas worker` on this machine joins the study and finds the data as nas train does.
+    from nas.search.engine import join_study
+    from nas.storage import resolve_storage_url
+
+    monkeypatch.setenv("NAS_ARTIFACTS", str(moved))
+    dataset = join_study(resolve_storage_url(storage), "seeds").space.spec.dataset
+    assert (dataset.path, dataset.test_path) == (
+        str(moved.parent / "data" / "train.npz"),
+        str(moved.parent / "data" / "test.npz"),
+    )
+
+
+def test_a_search_resumes_in_a_project_folder_copied_with_its_data(_trained: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "moved"
+    shutil.copytree(_trained, moved)
+    storage = f"sqlite:///{moved / 'nas.db'}"
+    # The stored space names the first folder's data; this one's lie where the study says, beside its artifacts.
+    resumed = run_cli("search", "space.yaml", "--storage", storage, "--trials", "2", cwd=moved)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resuming study 'seeds': 1 of 2 trials finished" in resumed.stderr
+    assert len(optuna.load_study(study_name="seeds", storage=storage).get_trials(states=[TrialState.COMPLETE])) == 2
+
+    # Another data file is another space, moved or not.
+    shutil.copy2(moved / "data" / "train.npz", moved / "data" / "other.npz")
+    other = {**SPACE, "dataset": {**SPACE["dataset"], "path": "data/other.npz"}}
+    (moved / "space.yaml").write_text(yaml.safe_dump(other))
+    refused = run_cli("search", "space.yaml", "--storage", storage, cwd=moved)
+    assert refused.returncode == 2 and "was created from a different space" in refused.stderr, refused.stderr[-2000:]

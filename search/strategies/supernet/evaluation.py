@@ -32,6 +32,7 @@ from nas.search.engine import (
     TrialWork,
     converts,
     keras_setup,
+    matches_moved,
 )
 from nas.search.records import StudyAttr, TrialAttr
 from nas.search.space import SearchSpace
@@ -93,7 +94,8 @@ def prepare_supernet(
         training = SupernetTraining(planned_epochs(space) or 0, space=space.fingerprint())
         if path.exists():
             held = checkpoint_progress(path)
-            if held.space and not space.matches(json.loads(held.space)):
+            root = default_artifact_root(options.storage, options.artifacts)
+            if held.space and not matches_moved(space, json.loads(held.space), study, root):
                 raise NasError(
                     f"{path} holds a supernet trained for another space (an earlier study of the name "
                     f"'{study.study_name}'); delete it, or keep this study's files elsewhere with {{artifacts}}"
