@@ -301,3 +301,24 @@ def test_overall_verdict() -> None:
     assert overall_verdict(["passed", "passed"]) == "passed"
     assert overall_verdict(["passed", "not run: no GPU"]) == "not run"
     assert overall_verdict(["not run: no GPU", "failed"]) == "failed"
+
+
+def test_float_parity_counts_a_near_tie_as_agreeing_and_a_real_flip_as_not() -> None:
+    import numpy as np
+
+    from nas.search.results.export import parity
+
+    labels = np.zeros(100, dtype=int)
+    # A barely trained network: near-uniform outputs, the top two 1e-6 apart.
+    reference = np.full((100, 10), 0.1, dtype=np.float32)
+    reference[:, 0] += 1e-6
+    exported = reference.copy()
+    exported[:5, 3] += 2e-6  # float rounding puts class 3 on top for 5 images
+    tied = parity(reference, exported, labels, quantized=False)
+    assert tied["passed"] and tied["agreement"] == 1.0 and tied["ties"] == 5
+
+    reference[:, 0] += 0.2  # a confident network: the same 5 flips are real disagreements
+    exported = reference.copy()
+    exported[:5, 3] += 0.3
+    flipped = parity(reference, exported, labels, quantized=False)
+    assert not flipped["passed"] and flipped["agreement"] == 0.95 and flipped["ties"] == 0
