@@ -122,7 +122,7 @@ def _train(space: Any, data: Any, path: Path, drawn: list[bytes], kill_after: in
 
 
 @pytest.mark.slow
-def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbroken_one(tmp_path: Path) -> None:
+def test_a_progressive_training_killed_mid_phase_resumes_through_the_next_as_an_unbroken_one(tmp_path: Path) -> None:
     from nas.search.data import load_dataset
     from nas.search.space import space_from_dict
     from nas.search.strategies.supernet.train import checkpoint_progress
@@ -146,9 +146,7 @@ def test_a_progressive_training_killed_in_two_phases_resumes_in_each_as_an_unbro
     path = tmp_path / "broken.npz"
     assert _train(space, data, path, broken, kill_after=2) is None  # in the kernel phase
     assert [h["phase"] for h in checkpoint_progress(path).history] == phases[:2]
-    assert _train(space, data, path, broken, kill_after=4) is None  # resumed in it; killed in depth
-    assert [h["phase"] for h in checkpoint_progress(path).history] == phases[:4]
-    resumed = _train(space, data, path, broken)
+    resumed = _train(space, data, path, broken)  # resumed in it, then through the depth phase
     history = checkpoint_progress(path).history
 
     # The same subnets, step by step, and the same training.
