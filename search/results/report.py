@@ -146,37 +146,29 @@ def pareto_figure(study: optuna.Study) -> Any:
             for i, device in enumerate(mixed)
         ]
     fig = go.Figure()
-    for label, trials, marker in fronts:
-        trials = sorted(trials, key=x_of)
+
+    def add(label: str, trials: list[FrozenTrial], marker: dict[str, Any], line: bool, bars: bool) -> None:
+        """One group's points; a front is a line, sorted along x; `bars`: the throughput's interval."""
+        trials = sorted(trials, key=x_of) if line else trials
         fig.add_trace(
             go.Scatter(
                 x=[x_of(t) for t in trials],
                 y=[t.values[yi] for t in trials],
-                mode="lines+markers",
+                mode="lines+markers" if line else "markers",
                 name=f"{label} ({len(trials)})",
                 marker=marker,
-                line={"dash": "dot"},
+                line={"dash": "dot"} if line else None,
                 text=[_hover(t) for t in trials],
                 hovertemplate="%{text}<extra></extra>",
-                error_x=error_bars(trials, "x"),
-                error_y=error_bars(trials, "y"),
+                error_x=error_bars(trials, "x") if bars else None,
+                error_y=error_bars(trials, "y") if bars else None,
             )
         )
+
+    for label, trials, marker in fronts:
+        add(label, trials, marker, line=True, bars=True)
     for label, trials in groups.items():
-        noisy = label == noise_label
-        fig.add_trace(
-            go.Scatter(
-                x=[x_of(t) for t in trials],
-                y=[t.values[yi] for t in trials],
-                mode="markers",
-                name=f"{label} ({len(trials)})",
-                marker=style[label],
-                text=[_hover(t) for t in trials],
-                hovertemplate="%{text}<extra></extra>",
-                error_x=error_bars(trials, "x") if noisy else None,
-                error_y=error_bars(trials, "y") if noisy else None,
-            )
-        )
+        add(label, trials, style[label], line=False, bars=label == noise_label)
     measured = confirmed(study)
     shown = [t for t in [*(t for _, ts, _ in fronts for t in ts), *groups[noise_label]] if str(t.number) in measured]
     if shown and "throughput" in (x_name, y_name):
